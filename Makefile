@@ -1,0 +1,36 @@
+# The course's two commands: `make lab` (learn) and `make test` (check). Both set up .venv the first time.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+EXTRAS := torch,tensorflow,gpu,course,test
+
+.PHONY: setup lab test test-fast release check clean-notebooks
+
+$(INSTALLED): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --constraint constraints.txt --editable ".[$(EXTRAS)]"
+	touch $(INSTALLED)
+
+setup: $(INSTALLED)  ## create .venv with the course and its tools
+
+lab: setup  ## copy the student notebooks to work/ (never overwriting) and open JupyterLab there
+	$(BIN)/python tools/course.py workspace
+	$(BIN)/jupyter lab --notebook-dir=work
+
+test: setup  ## the full test suite (what CI runs)
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+test-fast: setup  ## unit tests and consistency checks only (under a minute)
+	$(BIN)/python -m pytest -m "not slow" -n 0 -q
+
+release: setup  ## stamp solutions/, regenerate notebooks/ (instructors and maintainers)
+	$(BIN)/python tools/course.py release
+
+check: setup  ## fail if any generated file is out of date
+	$(BIN)/python tools/course.py check
+
+clean-notebooks: setup  ## strip outputs and machine metadata from every committed notebook
+	$(BIN)/python tools/course.py clean

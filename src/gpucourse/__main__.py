@@ -1,0 +1,29 @@
+"""Command line: ``python -m gpucourse doctor`` (environment check) and ``python -m gpucourse selftest``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpucourse import diagnostics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run the chosen check; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m gpucourse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    doctor = sub.add_parser("doctor", help="print the environment report and measure this machine")
+    doctor.add_argument("--quick", action="store_true", help="smaller measurements (a few seconds)")
+    sub.add_parser("selftest", help="check that the GPU path works (skips GPU checks without a GPU)")
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        print(diagnostics.doctor(quick=args.quick))
+        return 0
+    results = diagnostics.selftest()
+    for result in results:
+        print(result)
+    return 1 if any(r.status == "FAIL" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Argument checks shared by the helper package: every public function rejects bad input by name."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+
+def positive_int(name: str, value: object) -> int:
+    """Return ``value`` if it is an int > 0, else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return int(value)
+
+
+def non_negative_int(name: str, value: object) -> int:
+    """Return ``value`` if it is an int >= 0, else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def positive_number(name: str, value: object) -> float:
+    """Return ``value`` as float if it is a finite real number > 0, else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    as_float = float(value)
+    if not as_float > 0 or as_float == float("inf"):
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return as_float
+
+
+def non_negative_number(name: str, value: object) -> float:
+    """Return ``value`` as float if it is a finite real number >= 0, else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    as_float = float(value)
+    if not as_float >= 0 or as_float == float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return as_float
+
+
+def one_of(name: str, value: object, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices`` (strings), else raise naming ``name``."""
+    options = list(choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {options}, got {type(value).__name__} ({value!r})")
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value

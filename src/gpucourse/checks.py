@@ -1,0 +1,109 @@
+"""Exercise checks: say what is wrong ("yours ..., expected ...") and hint at a fix; never write to stderr."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+
+from gpucourse._validate import non_negative_number
+
+
+class CheckFailed(AssertionError):
+    """An exercise answer that does not match; the message says how and hints at a fix."""
+
+
+def _describe(value: object) -> str:
+    """Short, readable rendering of a value for a failure message."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _fail(name: str, message: str, hint: str) -> None:
+    """Raise CheckFailed with the exercise name, the problem and the hint."""
+    raise CheckFailed(f"{name}: {message}" + (f"\n  Hint: {hint}" if hint else ""))
+
+
+def _is_number(value: object) -> bool:
+    """True for real numbers, False for bools (which Python counts as ints)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _compare_numbers(name: str, yours: float, expected: float, rtol: float, atol: float, hint: str) -> None:
+    """Fail unless |yours - expected| <= atol + rtol * |expected|."""
+    if yours != yours:  # NaN
+        _fail(name, f"yours is NaN, expected {_describe(expected)}", hint)
+    if abs(yours - expected) > atol + rtol * abs(expected):
+        off = f" ({yours / expected:.3g}x the expected value)" if expected else ""
+        _fail(name, f"yours {_describe(yours)}, expected {_describe(expected)}{off}", hint)
+
+
+def _compare_arrays(name: str, yours: object, expected: object, rtol: float, atol: float, hint: str) -> None:
+    """Fail unless the arrays have the same shape and all elements are close."""
+    import numpy as np
+
+    expected_array = np.asarray(expected, dtype=float)
+    try:
+        yours_array = np.asarray(yours, dtype=float)
+    except (TypeError, ValueError):
+        _fail(name, f"yours is {type(yours).__name__} {_describe(yours)}, expected numbers of shape "
+                    f"{expected_array.shape}", hint)
+    if yours_array.shape != expected_array.shape:
+        _fail(name, f"yours has shape {yours_array.shape}, expected {expected_array.shape}", hint)
+    close = np.isclose(yours_array, expected_array, rtol=rtol, atol=atol)
+    if not close.all():
+        where = tuple(int(i) for i in np.argwhere(~close)[0])
+        _fail(name, f"{int((~close).sum())} of {close.size} values differ; first at index {where}: "
+                    f"yours {_describe(float(yours_array[where]))}, expected {_describe(float(expected_array[where]))}",
+              hint)
+
+
+def check(name: str, yours: object, expected: object, *, hint: str = "", rtol: float = 1e-6,
+          atol: float = 0.0, quiet: bool = False) -> None:
+    """Compare an answer with the expected one; raise CheckFailed saying what differs, else print a tick."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    rtol, atol = non_negative_number("rtol", rtol), non_negative_number("atol", atol)
+    if yours is None and expected is not None:
+        _fail(name, "yours is None: did the function forget to `return` its result?", hint)
+    if isinstance(expected, bool):
+        if not isinstance(yours, bool):
+            _fail(name, f"yours is {type(yours).__name__} {_describe(yours)}, expected a bool ({expected})", hint)
+        if yours != expected:
+            _fail(name, f"yours {yours}, expected {expected}", hint)
+    elif _is_number(expected):
+        if not _is_number(yours):
+            _fail(name, f"yours is {type(yours).__name__} {_describe(yours)}, expected a number "
+                        f"close to {_describe(expected)}", hint)
+        _compare_numbers(name, float(yours), float(expected), rtol, atol, hint)
+    elif isinstance(expected, str):
+        if yours != expected:
+            _fail(name, f"yours {_describe(yours)}, expected {_describe(expected)}", hint)
+    elif isinstance(expected, dict):
+        if not isinstance(yours, dict):
+            _fail(name, f"yours is {type(yours).__name__}, expected a dict with keys {sorted(expected)}", hint)
+        if set(yours) != set(expected):
+            _fail(name, f"yours has keys {sorted(map(str, yours))}, expected {sorted(map(str, expected))}", hint)
+        for key, value in expected.items():
+            check(f"{name}[{key!r}]", yours[key], value, hint=hint, rtol=rtol, atol=atol, quiet=True)
+    else:
+        _compare_arrays(name, yours, expected, rtol, atol, hint)
+    if not quiet:
+        print(f"\N{CHECK MARK} {name}")
+
+
+def check_raises(name: str, call: Callable[[], object], error: type[BaseException], *, hint: str = "",
+                 quiet: bool = False) -> None:
+    """Check that ``call()`` raises ``error``; raise CheckFailed if it returns or raises something else."""
+    if not callable(call):
+        raise TypeError(f"call must be callable, got {type(call).__name__}")
+    try:
+        result = call()
+    except error:
+        if not quiet:
+            print(f"\N{CHECK MARK} {name}")
+        return
+    except Exception as other:  # the wrong kind of error is a wrong answer, reported as such
+        _fail(name, f"raised {type(other).__name__}({other}), expected {error.__name__}", hint)
+    _fail(name, f"returned {_describe(result)} instead of raising {error.__name__}", hint)

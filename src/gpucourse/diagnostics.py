@@ -1,0 +1,168 @@
+"""The environment check (doctor) and the GPU self-test a learner runs on Colab."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpucourse import hardware
+from gpucourse.timing import benchmark, sync_for
+
+
+def doctor(quick: bool = False) -> str:
+    """Environment report, estimated vs measured CPU peak, memory bandwidth, and the GPU's if present."""
+    report = hardware.environment_report()
+    n, megabytes = (512, 64) if quick else (2048, 256)
+    estimate = hardware.estimate_cpu_peak("float32")
+    rates = {"numpy": hardware.measure_matmul_rate(n, "float32", "numpy")}
+    if report.versions.get("torch"):
+        rates["torch"] = hardware.measure_matmul_rate(n, "float32", "torch")
+    best_backend = max(rates, key=rates.get)
+    reconciled = hardware.reconcile_peak(estimate, rates[best_backend])
+    lines = [report.table(), "", "CPU peak (float32)",
+             f"  estimated : {estimate}"]
+    lines += [f"  measured  : {name} {n}x{n} matmul {rate / 1e9:.0f} GFLOP/s" for name, rate in rates.items()]
+    lines += [f"  verdict   : {reconciled.verdict}",
+              f"  bandwidth : {hardware.measure_memory_bandwidth(megabytes) / 1e9:.1f} GB/s (numpy copy, read + write)"]
+    if report.gpus:
+        device = report.device
+        spec_name = report.gpus[0].name
+        gpu_rate = hardware.measure_matmul_rate(4096 if not quick else 1024, "float32", "torch", device)
+        gpu_bw = hardware.measure_memory_bandwidth(megabytes, device=device)
+        lines += ["", f"GPU {spec_name}",
+                  f"  measured  : float32 matmul {gpu_rate / 1e12:.1f} TFLOP/s, copy bandwidth {gpu_bw / 1e9:.0f} GB/s"]
+        try:
+            spec = hardware.gpu_spec(spec_name)
+            lines.append(f"  datasheet : float32 {spec.fp32_tflops} TFLOP/s, {spec.bandwidth_gb_s:.0f} GB/s "
+                         f"({spec.source})")
+        except ValueError:
+            lines.append("  datasheet : not in the course's table")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SelfTestResult:
+    """Outcome of one self-test step."""
+
+    name: str
+    status: str  # PASS, FAIL or SKIP
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.status}] {self.name}: {self.detail}"
+
+
+def _run(name: str, step: Callable[[], str]) -> SelfTestResult:
+    """Run one step; an AssertionError is a FAIL, a _Skip a SKIP, anything else a FAIL with its message."""
+    try:
+        return SelfTestResult(name, "PASS", step())
+    except _Skip as skip:
+        return SelfTestResult(name, "SKIP", str(skip))
+    except Exception as error:  # a self-test reports every failure instead of stopping at the first
+        return SelfTestResult(name, "FAIL", f"{type(error).__name__}: {error}")
+
+
+class _Skip(Exception):
+    """Raised by a self-test step that cannot run here (no GPU)."""
+
+
+def _cuda_or_skip():
+    """Return torch if a CUDA GPU is visible, else skip the step."""
+    torch = hardware._torch_or_none()
+    if torch is None or not torch.cuda.is_available():
+        raise _Skip("no CUDA GPU visible (on Colab: Runtime > Change runtime type > GPU)")
+    return torch
+
+
+def _gpu_matmul_correct() -> str:
+    """A float32 matmul on the GPU agrees with a float64 CPU reference."""
+    torch = _cuda_or_skip()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(512, 512, generator=generator), torch.randn(512, 512, generator=generator)
+    gpu = (a.cuda() @ b.cuda()).cpu().double()
+    ref = a.double() @ b.double()
+    error = ((gpu - ref).abs().max() / ref.abs().max()).item()
+    assert error < 1e-5, f"relative error {error:.2e} too large for float32"
+    return f"max relative error {error:.1e} vs float64 CPU"
+
+
+def _gpu_rate_plausible() -> str:
+    """Measured float32 matmul rate is below the datasheet peak and not absurdly far under it."""
+    torch = _cuda_or_skip()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rate = hardware.measure_matmul_rate(4096, "float32", "torch", "cuda")
+    try:
+        spec = hardware.gpu_spec(torch.cuda.get_device_name(0))
+    except ValueError:
+        return f"{rate / 1e12:.1f} TFLOP/s float32 (GPU not in the datasheet table: no plausibility bound)"
+    peak = spec.peak_flops("float32")
+    assert rate <= 1.1 * peak, f"{rate / 1e12:.1f} TFLOP/s is above the {spec.name} datasheet peak: timing is broken"
+    assert rate >= 0.05 * peak, f"{rate / 1e12:.2f} TFLOP/s is under 5% of the datasheet peak"
+    return f"{rate / 1e12:.1f} TFLOP/s float32 = {rate / peak:.0%} of the {spec.name} datasheet peak"
+
+
+def _gpu_bandwidth_plausible() -> str:
+    """Measured device copy bandwidth is below the datasheet figure and not absurdly far under it."""
+    torch = _cuda_or_skip()
+    bandwidth = hardware.measure_memory_bandwidth(512, device="cuda")
+    try:
+        spec = hardware.gpu_spec(torch.cuda.get_device_name(0))
+    except ValueError:
+        return f"{bandwidth / 1e9:.0f} GB/s (GPU not in the datasheet table)"
+    assert bandwidth <= 1.1 * spec.bandwidth, "copy bandwidth above the datasheet figure: timing is broken"
+    assert bandwidth >= 0.2 * spec.bandwidth, "copy bandwidth under 20% of the datasheet figure"
+    return f"{bandwidth / 1e9:.0f} GB/s = {bandwidth / spec.bandwidth:.0%} of the {spec.name} datasheet figure"
+
+
+def _gpu_launch_is_asynchronous() -> str:
+    """Without synchronisation a GPU matmul 'takes' far less than with it: kernel launches are asynchronous."""
+    torch = _cuda_or_skip()
+    a = torch.randn(4096, 4096, device="cuda")
+    synced = benchmark(lambda: a @ a, warmup=2, repeats=5, sync=sync_for("cuda")).median_s
+    torch.cuda.synchronize()
+    unsynced = benchmark(lambda: a @ a, warmup=0, repeats=1).median_s
+    torch.cuda.synchronize()
+    assert unsynced < synced, "an unsynchronised launch should return before the kernel finishes"
+    return f"synchronised {synced * 1e3:.2f} ms vs unsynchronised {unsynced * 1e3:.3f} ms"
+
+
+def _nvml_readable() -> str:
+    """NVML reports utilisation, memory, power and temperature."""
+    _cuda_or_skip()
+    try:
+        import pynvml
+    except ImportError as error:
+        raise _Skip("nvidia-ml-py not installed: pip install nvidia-ml-py") from error
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        power_w = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000
+        temperature = pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
+        utilisation = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+    finally:
+        pynvml.nvmlShutdown()
+    return (f"utilisation {utilisation}%, memory {memory.used / 2**30:.1f}/{memory.total / 2**30:.1f} GiB, "
+            f"{power_w:.0f} W, {temperature} C")
+
+
+def _cpu_peak_reconciled() -> str:
+    """The CPU's estimated peak is reconciled with a measured matmul rate."""
+    estimate = hardware.estimate_cpu_peak()
+    measured = hardware.measure_matmul_rate(512, "float32", "numpy")
+    return hardware.reconcile_peak(estimate, measured).verdict
+
+
+def selftest() -> list[SelfTestResult]:
+    """Run every self-test step; GPU steps are skipped (not failed) without a GPU."""
+    steps = [
+        ("device chosen", lambda: str(hardware.pick_device()) if hardware._torch_or_none() else "torch not installed"),
+        ("CPU peak", _cpu_peak_reconciled),
+        ("GPU matmul correct", _gpu_matmul_correct),
+        ("GPU matmul rate plausible", _gpu_rate_plausible),
+        ("GPU bandwidth plausible", _gpu_bandwidth_plausible),
+        ("GPU launches asynchronous", _gpu_launch_is_asynchronous),
+        ("NVML metrics", _nvml_readable),
+    ]
+    return [_run(name, step) for name, step in steps]

@@ -1,0 +1,488 @@
+"""What this machine is: device choice, an environment report, peak FLOP/s and bandwidth, GPU datasheets."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import sys
+from dataclasses import dataclass, field
+
+from gpucourse._validate import one_of, positive_int, positive_number
+from gpucourse.timing import benchmark, sync_for
+
+DTYPE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+"""Bytes per element of the number formats the course uses (TF32 is stored as float32)."""
+
+DEVICE_CHOICES = ("auto", "cuda", "mps", "cpu")
+
+
+# --------------------------------------------------------------------------- device choice
+
+def _torch_or_none():
+    """Return the torch module if it is installed, else None (the package works without it)."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return torch
+
+
+def available_devices() -> list[str]:
+    """Names of the compute devices torch can use here, best first (e.g. ['cuda:0', 'cpu'])."""
+    torch = _torch_or_none()
+    devices = []
+    if torch is not None:
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            devices.append("mps")
+    devices.append("cpu")
+    return devices
+
+
+def pick_device(prefer: str = "auto"):
+    """Return the ``torch.device`` to use: a CUDA GPU, else Apple's MPS, else the CPU (``prefer`` forces one)."""
+    torch = _torch_or_none()
+    if torch is None:
+        raise ImportError("pick_device needs PyTorch: pip install 'gpucourse[torch]' (Colab already has it)")
+    if not isinstance(prefer, str):
+        raise TypeError(f"prefer must be a str, one of {list(DEVICE_CHOICES)}, got {type(prefer).__name__}")
+    kind = prefer.split(":")[0]
+    one_of("prefer", kind if kind in DEVICE_CHOICES else prefer, DEVICE_CHOICES)
+    found = available_devices()
+    if prefer == "auto":
+        return torch.device(found[0])
+    if kind == "cuda":
+        if not any(name.startswith("cuda") for name in found):
+            raise ValueError("prefer='cuda' but no CUDA GPU is visible: in Colab choose "
+                             "Runtime > Change runtime type > GPU, or use prefer='auto'")
+        if prefer != "cuda" and prefer not in found:
+            raise ValueError(f"prefer={prefer!r} but the visible CUDA devices are "
+                             f"{[d for d in found if d.startswith('cuda')]}")
+        return torch.device(prefer if prefer != "cuda" else "cuda:0")
+    if kind == "mps" and "mps" not in found:
+        raise ValueError("prefer='mps' but Apple's Metal (MPS) backend is not available here")
+    return torch.device(prefer)
+
+
+# --------------------------------------------------------------------------- CPU facts
+
+SIMD_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16", "avx512f", "avx2", "fma", "avx", "sse4_2", "asimd", "neon", "sve")
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """Facts about the CPU as the operating system reports them."""
+
+    model: str
+    physical_cores: int
+    logical_cores: int
+    clock_hz: float
+    clock_source: str
+    simd_flags: tuple[str, ...]
+    memory_bytes: int
+
+    @property
+    def simd_bits(self) -> int:
+        """Widest vector register the flags advertise (bits)."""
+        if "avx512f" in self.simd_flags:
+            return 512
+        if "avx2" in self.simd_flags or "avx" in self.simd_flags:
+            return 256
+        return 128
+
+    @property
+    def has_fma(self) -> bool:
+        """True if the CPU has fused multiply-add (x86 'fma' flag; every 64-bit Arm core has it)."""
+        return "fma" in self.simd_flags or "asimd" in self.simd_flags or "neon" in self.simd_flags
+
+
+def _read_proc_cpuinfo() -> dict[str, str]:
+    """First processor block of /proc/cpuinfo as a dict (empty where the file does not exist)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            block = handle.read().split("\n\n")[0]
+    except OSError:
+        return {}
+    fields = {}
+    for line in block.splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def _clock_candidates(fields: dict[str, str]) -> list[tuple[float, str]]:
+    """Every clock the system reports, in Hz, with where it came from."""
+    candidates: list[tuple[float, str]] = []
+    advertised = re.search(r"@\s*([\d.]+)\s*GHz", fields.get("model name", ""))
+    if advertised:
+        candidates.append((float(advertised.group(1)) * 1e9, "model name"))
+    if fields.get("cpu MHz"):
+        candidates.append((float(fields["cpu MHz"]) * 1e6, "/proc/cpuinfo 'cpu MHz'"))
+    try:
+        import psutil
+
+        freq = psutil.cpu_freq()
+        if freq is not None and freq.max:
+            candidates.append((freq.max * 1e6, "psutil max frequency"))
+    except (ImportError, NotImplementedError, OSError, RuntimeError):
+        pass
+    return candidates
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> CpuInfo:
+    """Read the CPU's model, cores, reported clock, SIMD flags and memory (cached)."""
+    import psutil
+
+    fields = _read_proc_cpuinfo()
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    if not fields:  # macOS / Windows: fall back to py-cpuinfo (slower, but portable)
+        try:
+            import cpuinfo
+
+            info = cpuinfo.get_cpu_info()
+            model = info.get("brand_raw", model)
+            flags = set(info.get("flags", []))
+            if info.get("hz_advertised"):
+                fields["cpu MHz"] = str(info["hz_advertised"][0] / 1e6)
+        except Exception:  # py-cpuinfo can fail on exotic platforms; the report still works
+            pass
+    if platform.machine() in ("arm64", "aarch64"):
+        flags.add("asimd")
+    clocks = _clock_candidates(fields) or [(0.0, "unknown")]
+    clock_hz, clock_source = max(clocks)
+    logical = psutil.cpu_count(logical=True) or 1
+    physical = psutil.cpu_count(logical=False) or logical
+    return CpuInfo(
+        model=model,
+        physical_cores=physical,
+        logical_cores=logical,
+        clock_hz=clock_hz,
+        clock_source=clock_source,
+        simd_flags=tuple(f for f in SIMD_FLAGS if f in flags),
+        memory_bytes=psutil.virtual_memory().total,
+    )
+
+
+# --------------------------------------------------------------------------- peak FLOP/s
+
+@dataclass(frozen=True)
+class PeakEstimate:
+    """A CPU's theoretical peak: cores x clock x FLOPs per cycle, with the assumptions spelled out."""
+
+    dtype: str
+    cores: int
+    clock_hz: float
+    clock_source: str
+    simd_bits: int
+    fma_units: int
+    assumptions: tuple[str, ...]
+
+    @property
+    def lanes(self) -> int:
+        """Numbers of this dtype in one vector register."""
+        return self.simd_bits // (8 * DTYPE_BYTES[self.dtype])
+
+    @property
+    def flops_per_cycle_per_core(self) -> int:
+        """lanes x 2 (a fused multiply-add counts as two FLOPs) x FMA units."""
+        return self.lanes * 2 * self.fma_units
+
+    @property
+    def flops(self) -> float:
+        """Peak FLOP/s: cores x clock x FLOPs per cycle per core."""
+        return self.cores * self.clock_hz * self.flops_per_cycle_per_core
+
+    def __str__(self) -> str:
+        return (f"{self.flops / 1e9:.0f} GFLOP/s {self.dtype} = {self.cores} cores x {self.clock_hz / 1e9:.2f} GHz "
+                f"({self.clock_source}) x {self.flops_per_cycle_per_core} FLOP/cycle "
+                f"[{self.lanes} lanes x 2 (FMA) x {self.fma_units} FMA units]")
+
+
+def estimate_cpu_peak(dtype: str = "float32") -> PeakEstimate:
+    """Estimate this CPU's peak FLOP/s for ``dtype`` ('float32' or 'float64') from its reported specs."""
+    one_of("dtype", dtype, ("float32", "float64"))
+    info = cpu_info()
+    fma_units = 2 if info.has_fma else 1
+    assumptions = (
+        f"{fma_units} vector FMA unit(s) per core: the OS does not report this; most recent server "
+        "and desktop x86 cores have 2, some (and many laptops) have 1",
+        f"clock {info.clock_hz / 1e9:.2f} GHz from {info.clock_source}: a virtual machine often reports its "
+        "nominal clock while the cores boost higher, so the true peak can be above this estimate",
+        f"{info.physical_cores} physical cores: hyper-threads share their core's FMA units and add no peak",
+    )
+    return PeakEstimate(dtype=dtype, cores=info.physical_cores, clock_hz=info.clock_hz,
+                        clock_source=info.clock_source, simd_bits=info.simd_bits, fma_units=fma_units,
+                        assumptions=assumptions)
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """An estimated peak set against a measured rate: which to trust, and why."""
+
+    estimate: PeakEstimate
+    measured_flops: float
+
+    @property
+    def efficiency(self) -> float:
+        """Measured rate as a fraction of the estimated peak."""
+        return self.measured_flops / self.estimate.flops
+
+    @property
+    def implied_clock_hz(self) -> float:
+        """The lowest clock at which the measured rate is possible under the estimate's other assumptions."""
+        return self.measured_flops / (self.estimate.cores * self.estimate.flops_per_cycle_per_core)
+
+    @property
+    def peak_flops(self) -> float:
+        """Best supported peak: the estimate, raised to the measurement if the measurement beats it."""
+        return max(self.estimate.flops, self.measured_flops)
+
+    @property
+    def verdict(self) -> str:
+        """One sentence a learner can act on."""
+        if self.efficiency > 1.0:
+            return (f"the measured rate beats the estimate, so the estimate is too low: at "
+                    f"{self.estimate.flops_per_cycle_per_core} FLOP/cycle the cores must run at >= "
+                    f"{self.implied_clock_hz / 1e9:.2f} GHz, above the reported {self.estimate.clock_hz / 1e9:.2f} GHz "
+                    "(a nominal clock), or have more FMA units than assumed; peak raised to the measurement")
+        if self.efficiency >= 0.6:
+            return f"consistent: the measurement reaches {self.efficiency:.0%} of the estimated peak"
+        return (f"the measurement reaches only {self.efficiency:.0%} of the estimate: the library may not use the "
+                "widest SIMD (e.g. OPENBLAS_CORETYPE set), other work may share the cores, or the estimate "
+                "assumes more FMA units than the core has")
+
+
+def reconcile_peak(estimate: PeakEstimate, measured_flops: float) -> Reconciliation:
+    """Set an estimated peak against a measured rate (FLOP/s) and explain any contradiction."""
+    if not isinstance(estimate, PeakEstimate):
+        raise TypeError(f"estimate must be a PeakEstimate, got {type(estimate).__name__}")
+    return Reconciliation(estimate=estimate, measured_flops=positive_number("measured_flops", measured_flops))
+
+
+def _torch_dtype(torch, dtype: str):
+    """Map a dtype name to the torch dtype."""
+    return {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}[dtype]
+
+
+def measure_matmul_rate(n: int = 1024, dtype: str = "float32", backend: str = "numpy",
+                        device: str = "cpu", repeats: int = 5) -> float:
+    """Measure FLOP/s of an n x n matrix multiply (median of ``repeats`` after warm-up, synchronised)."""
+    n = positive_int("n", n)
+    repeats = positive_int("repeats", repeats)
+    backend = one_of("backend", backend, ("numpy", "torch"))
+    if backend == "numpy":
+        one_of("dtype", dtype, ("float64", "float32"))
+        if str(device) != "cpu":
+            raise ValueError(f"device must be 'cpu' for backend='numpy', got {device!r}")
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((n, n)).astype(dtype)
+        b = rng.standard_normal((n, n)).astype(dtype)
+        result = benchmark(lambda: a @ b, warmup=1, repeats=repeats)
+    else:
+        one_of("dtype", dtype, ("float64", "float32", "bfloat16", "float16"))
+        torch = _torch_or_none()
+        if torch is None:
+            raise ImportError("backend='torch' needs PyTorch installed")
+        sync = sync_for(device)
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(n, n, generator=generator).to(device=device, dtype=_torch_dtype(torch, dtype))
+        b = torch.randn(n, n, generator=generator).to(device=device, dtype=_torch_dtype(torch, dtype))
+        result = benchmark(lambda: a @ b, warmup=2, repeats=repeats, sync=sync)
+    return 2 * n**3 / result.median_s
+
+
+def measure_memory_bandwidth(megabytes: int = 256, device: str = "cpu", repeats: int = 5) -> float:
+    """Measure copy bandwidth in bytes/s (bytes read + bytes written) with a buffer of ``megabytes``."""
+    megabytes = positive_int("megabytes", megabytes)
+    repeats = positive_int("repeats", repeats)
+    count = megabytes * 2**20 // 4
+    if str(device) == "cpu":
+        import numpy as np
+
+        src = np.ones(count, dtype=np.float32)
+        dst = np.empty_like(src)
+        result = benchmark(lambda: np.copyto(dst, src), warmup=1, repeats=repeats)
+    else:
+        torch = _torch_or_none()
+        if torch is None:
+            raise ImportError(f"device={device!r} needs PyTorch installed")
+        sync = sync_for(device)
+        src = torch.ones(count, dtype=torch.float32, device=device)
+        dst = torch.empty_like(src)
+        result = benchmark(lambda: dst.copy_(src), warmup=2, repeats=repeats, sync=sync)
+    return 2 * count * 4 / result.median_s
+
+
+# --------------------------------------------------------------------------- GPU datasheets
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Datasheet figures of one GPU (dense, no structured sparsity); ``None`` where the chip lacks the unit."""
+
+    name: str
+    architecture: str
+    year: int
+    memory_gb: float
+    bandwidth_gb_s: float
+    fp32_tflops: float
+    tf32_tensor_tflops: float | None
+    fp16_tensor_tflops: float | None
+    bf16_tensor_tflops: float | None
+    source: str
+    notes: str = ""
+
+    def peak_flops(self, dtype: str = "float32") -> float:
+        """Datasheet peak FLOP/s for ``dtype``: 'float32' (CUDA cores), 'tf32', 'float16' or 'bfloat16' (Tensor Cores)."""
+        one_of("dtype", dtype, ("float32", "tf32", "float16", "bfloat16"))
+        tflops = {"float32": self.fp32_tflops, "tf32": self.tf32_tensor_tflops,
+                  "float16": self.fp16_tensor_tflops, "bfloat16": self.bf16_tensor_tflops}[dtype]
+        if tflops is None:
+            raise ValueError(f"dtype={dtype!r}: the {self.name} has no Tensor Core support for it (datasheet)")
+        return tflops * 1e12
+
+    @property
+    def bandwidth(self) -> float:
+        """Datasheet memory bandwidth in bytes/s."""
+        return self.bandwidth_gb_s * 1e9
+
+
+_DENSE = "NVIDIA datasheet; Tensor Core figures dense (the datasheet's 'with sparsity' figures are 2x these)"
+
+GPU_SPECS: dict[str, GpuSpec] = {spec.name: spec for spec in (
+    GpuSpec("K80", "Kepler", 2014, 24, 480, 8.73, None, None, None,
+            "NVIDIA Tesla K80 datasheet (board of two GK210 GPUs, totals, with GPU Boost)",
+            "4992 CUDA cores and 24 GB are the sum over two GPUs; one process sees one GPU with 12 GB"),
+    GpuSpec("P100", "Pascal", 2016, 16, 732, 10.6, None, None, None,
+            "NVIDIA Tesla P100 datasheet (SXM2)",
+            "no Tensor Cores; FP16 reaches 21.2 TFLOPS through paired half-precision arithmetic"),
+    GpuSpec("V100", "Volta", 2017, 32, 900, 15.7, None, 125, None,
+            "NVIDIA V100 datasheet (SXM2)", "first Tensor Cores (FP16 in, FP16/FP32 accumulate)"),
+    GpuSpec("T4", "Turing", 2018, 16, 320, 8.1, None, 65, None,
+            "NVIDIA T4 datasheet", "Colab's free GPU; 70 W; INT8 130 TOPS; no BF16 or TF32"),
+    GpuSpec("A100-40GB", "Ampere", 2020, 40, 1555, 19.5, 156, 312, 312, _DENSE + " (SXM)"),
+    GpuSpec("A100-80GB", "Ampere", 2020, 80, 2039, 19.5, 156, 312, 312, _DENSE + " (SXM)"),
+    GpuSpec("L4", "Ada Lovelace", 2023, 24, 300, 30.3, 60, 121, 121, _DENSE),
+    GpuSpec("H100", "Hopper", 2022, 80, 3350, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)"),
+    GpuSpec("H200", "Hopper", 2024, 141, 4800, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)"),
+)}
+"""Datasheet figures (not measurements) for the GPUs a learner meets, keyed by short name."""
+
+
+def gpu_spec(name: str) -> GpuSpec:
+    """Look up a GPU's datasheet figures by short name ('T4', 'A100-80GB', ...) or a device name containing it."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if name in GPU_SPECS:
+        return GPU_SPECS[name]
+    upper = name.upper()
+    matches = [key for key in GPU_SPECS if re.search(rf"(?<![A-Z0-9]){key.split('-')[0]}(?![0-9])", upper)]
+    if len(matches) > 1:  # the A100 comes with 40 or 80 GB
+        matches = [key for key in matches if key.endswith("80GB") == ("80GB" in upper)]
+    if matches:
+        return GPU_SPECS[matches[0]]
+    raise ValueError(f"name must be one of {list(GPU_SPECS)} (or a device name containing one), got {name!r}")
+
+
+# --------------------------------------------------------------------------- environment report
+
+def _version(package: str) -> str | None:
+    """Installed version of ``package`` without importing it (None if absent)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One visible CUDA GPU as the driver reports it."""
+
+    name: str
+    memory_bytes: int
+    multiprocessors: int
+    compute_capability: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class EnvironmentReport:
+    """Everything a lesson needs to know about where it runs."""
+
+    device: str
+    cpu: CpuInfo
+    gpus: tuple[GpuInfo, ...]
+    python: str
+    platform: str
+    in_colab: bool
+    versions: dict[str, str | None] = field(default_factory=dict)
+    cuda_version: str | None = None
+    cudnn_version: int | None = None
+
+    def one_line(self) -> str:
+        """The line every lesson's setup cell prints."""
+        if self.gpus:
+            where = f"GPU: {self.gpus[0].name}, {self.gpus[0].memory_bytes / 2**30:.0f} GiB"
+        else:
+            where = "no GPU: lessons run on the CPU and show GPU effects from labelled reference data"
+        frameworks = ", ".join(f"{name} {ver}" for name, ver in self.versions.items() if ver)
+        return (f"device={self.device} | {where} | CPU: {self.cpu.physical_cores} cores, "
+                f"{self.cpu.simd_bits}-bit SIMD | {frameworks}")
+
+    def table(self) -> str:
+        """A multi-line report for lesson 00 and the doctor command."""
+        rows = [
+            ("device chosen", self.device),
+            ("running in", "Google Colab" if self.in_colab else self.platform),
+            ("python", self.python),
+            ("CPU", self.cpu.model),
+            ("CPU cores", f"{self.cpu.physical_cores} physical, {self.cpu.logical_cores} logical"),
+            ("CPU clock (reported)", f"{self.cpu.clock_hz / 1e9:.2f} GHz ({self.cpu.clock_source})"),
+            ("CPU SIMD", f"{self.cpu.simd_bits}-bit; flags: {' '.join(self.cpu.simd_flags) or 'none found'}"),
+            ("RAM", f"{self.cpu.memory_bytes / 2**30:.1f} GiB"),
+        ]
+        for index, gpu in enumerate(self.gpus):
+            rows.append((f"GPU {index}", f"{gpu.name}, {gpu.memory_bytes / 2**30:.1f} GiB, "
+                                        f"{gpu.multiprocessors} SMs, compute capability "
+                                        f"{gpu.compute_capability[0]}.{gpu.compute_capability[1]}"))
+        if not self.gpus:
+            rows.append(("GPU", "none visible"))
+        rows.append(("CUDA (torch build)", self.cuda_version or "-"))
+        rows.append(("cuDNN", str(self.cudnn_version) if self.cudnn_version else "-"))
+        rows += [(name, ver or "not installed") for name, ver in self.versions.items()]
+        width = max(len(key) for key, _ in rows)
+        return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)
+
+
+def environment_report() -> EnvironmentReport:
+    """Collect the environment report (imports torch if installed; never imports TensorFlow)."""
+    torch = _torch_or_none()
+    gpus: list[GpuInfo] = []
+    cuda_version = cudnn_version = None
+    device = "cpu"
+    if torch is not None:
+        device = str(pick_device())
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            gpus.append(GpuInfo(props.name, props.total_memory, props.multi_processor_count,
+                                (props.major, props.minor)))
+        cuda_version = torch.version.cuda
+        if torch.backends.cudnn.is_available():
+            cudnn_version = torch.backends.cudnn.version()
+    versions = {name: _version(name) for name in ("gpucourse", "numpy", "torch", "tensorflow", "keras", "numba")}
+    if versions["tensorflow"] is None:
+        versions["tensorflow"] = _version("tensorflow-cpu")
+    return EnvironmentReport(
+        device=device, cpu=cpu_info(), gpus=tuple(gpus),
+        python=platform.python_version(), platform=f"{platform.system()} {platform.machine()}",
+        in_colab="google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ,
+        versions=versions, cuda_version=cuda_version, cudnn_version=cudnn_version,
+    )

@@ -1,0 +1,179 @@
+"""FLOPs, bytes, arithmetic intensity and the roofline model, with a plot for measured points."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpucourse._validate import one_of, positive_int, positive_number
+from gpucourse.hardware import DTYPE_BYTES
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a dtype name ('float32', 'bfloat16', ...)."""
+    return DTYPE_BYTES[one_of("dtype", dtype, DTYPE_BYTES)]
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of (m x k) @ (k x n): one multiply and one add per term, 2*m*n*k."""
+    return 2 * positive_int("m", m) * positive_int("n", n) * positive_int("k", k)
+
+
+def matmul_bytes(m: int, n: int, k: int, dtype: str = "float32") -> int:
+    """Minimum bytes moved by (m x k) @ (k x n): read A and B once, write C once."""
+    m, n, k = positive_int("m", m), positive_int("n", n), positive_int("k", k)
+    return (m * k + k * n + m * n) * dtype_bytes(dtype)
+
+
+def elementwise_flops(numel: int, flops_per_element: int = 1) -> int:
+    """FLOPs of an elementwise op over ``numel`` elements (e.g. 1 for an add, 2 for a*x+y)."""
+    return positive_int("numel", numel) * positive_int("flops_per_element", flops_per_element)
+
+
+def elementwise_bytes(numel: int, inputs: int = 2, outputs: int = 1, dtype: str = "float32") -> int:
+    """Bytes moved by an elementwise op: every input read once and every output written once."""
+    numel, inputs, outputs = positive_int("numel", numel), positive_int("inputs", inputs), positive_int("outputs", outputs)
+    return numel * (inputs + outputs) * dtype_bytes(dtype)
+
+
+def conv2d_output_size(size: int, kernel_size: int, stride: int = 1, padding: int = 0) -> int:
+    """Output height (or width) of a convolution: floor((size + 2*padding - kernel_size) / stride) + 1."""
+    size, kernel_size, stride = positive_int("size", size), positive_int("kernel_size", kernel_size), positive_int("stride", stride)
+    if isinstance(padding, bool) or not isinstance(padding, int):
+        raise TypeError(f"padding must be an int, got {type(padding).__name__}")
+    if padding < 0:
+        raise ValueError(f"padding must be >= 0, got {padding}")
+    out = (size + 2 * padding - kernel_size) // stride + 1
+    if out <= 0:
+        raise ValueError(f"kernel_size={kernel_size} is larger than the padded input ({size + 2 * padding})")
+    return out
+
+
+@dataclass(frozen=True)
+class Conv2dShape:
+    """A 2-D convolution layer applied to a batch: the shapes that decide its cost."""
+
+    batch: int
+    in_channels: int
+    out_channels: int
+    height: int
+    width: int
+    kernel_size: int
+    stride: int = 1
+    padding: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "in_channels", "out_channels", "height", "width", "kernel_size", "stride"):
+            positive_int(name, getattr(self, name))
+        conv2d_output_size(self.height, self.kernel_size, self.stride, self.padding)
+        conv2d_output_size(self.width, self.kernel_size, self.stride, self.padding)
+
+    @property
+    def out_height(self) -> int:
+        """Output height."""
+        return conv2d_output_size(self.height, self.kernel_size, self.stride, self.padding)
+
+    @property
+    def out_width(self) -> int:
+        """Output width."""
+        return conv2d_output_size(self.width, self.kernel_size, self.stride, self.padding)
+
+
+def conv2d_flops(shape: Conv2dShape) -> int:
+    """FLOPs of a convolution (no bias): 2 * batch * out_ch * out_h * out_w * in_ch * k * k."""
+    if not isinstance(shape, Conv2dShape):
+        raise TypeError(f"shape must be a Conv2dShape, got {type(shape).__name__}")
+    s = shape
+    return 2 * s.batch * s.out_channels * s.out_height * s.out_width * s.in_channels * s.kernel_size**2
+
+
+def conv2d_bytes(shape: Conv2dShape, dtype: str = "float32") -> int:
+    """Minimum bytes moved by a convolution: input, weights and output, each once."""
+    if not isinstance(shape, Conv2dShape):
+        raise TypeError(f"shape must be a Conv2dShape, got {type(shape).__name__}")
+    s = shape
+    inputs = s.batch * s.in_channels * s.height * s.width
+    weights = s.out_channels * s.in_channels * s.kernel_size**2
+    outputs = s.batch * s.out_channels * s.out_height * s.out_width
+    return (inputs + weights + outputs) * dtype_bytes(dtype)
+
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs done per byte moved to or from memory."""
+    return positive_number("flops", flops) / positive_number("nbytes", nbytes)
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """The intensity (FLOP/byte) at which a device stops being memory-bound: peak / bandwidth."""
+    return positive_number("peak_flops", peak_flops) / positive_number("bandwidth", bandwidth)
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """Roofline: the best FLOP/s reachable at ``intensity``, min(peak, bandwidth * intensity)."""
+    intensity = positive_number("intensity", intensity)
+    return min(positive_number("peak_flops", peak_flops), positive_number("bandwidth", bandwidth) * intensity)
+
+
+def bound(intensity: float, peak_flops: float, bandwidth: float) -> str:
+    """'memory' if ``intensity`` is left of the ridge point, else 'compute'."""
+    return "memory" if positive_number("intensity", intensity) < ridge_point(peak_flops, bandwidth) else "compute"
+
+
+def time_lower_bound(flops: float, nbytes: float, peak_flops: float, bandwidth: float) -> float:
+    """Fewest seconds an op can take: it must both do its FLOPs and move its bytes, max of the two."""
+    return max(positive_number("flops", flops) / positive_number("peak_flops", peak_flops),
+               positive_number("nbytes", nbytes) / positive_number("bandwidth", bandwidth))
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """One measured (or computed) kernel on a roofline plot."""
+
+    label: str
+    intensity: float
+    flops: float
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One device's roof: its peak FLOP/s and memory bandwidth, and where those figures came from."""
+
+    label: str
+    peak_flops: float
+    bandwidth: float
+
+
+def plot_roofline(roofs: Iterable[Roof], points: Iterable[RooflinePoint] = (), ax=None,
+                  intensity_range: tuple[float, float] = (1 / 16, 1024)):
+    """Draw each roof and each point on log-log axes; return the matplotlib Axes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    roofs, points = list(roofs), list(points)
+    if not roofs:
+        raise ValueError("roofs must contain at least one Roof")
+    for item in roofs:
+        if not isinstance(item, Roof):
+            raise TypeError(f"roofs must contain Roof objects, got {type(item).__name__}")
+    for item in points:
+        if not isinstance(item, RooflinePoint):
+            raise TypeError(f"points must contain RooflinePoint objects, got {type(item).__name__}")
+    low, high = positive_number("intensity_range[0]", intensity_range[0]), positive_number("intensity_range[1]", intensity_range[1])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    x = np.logspace(np.log10(low), np.log10(high), 200)
+    for roof in roofs:
+        y = np.minimum(roof.peak_flops, roof.bandwidth * x)
+        (line,) = ax.plot(x, y / 1e9, label=roof.label)
+        ax.axvline(roof.peak_flops / roof.bandwidth, color=line.get_color(), linestyle=":", linewidth=0.8)
+    for point in points:
+        ax.scatter(point.intensity, point.flops / 1e9, zorder=3)
+        ax.annotate(point.label, (point.intensity, point.flops / 1e9), textcoords="offset points",
+                    xytext=(5, -12), fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax

@@ -1,0 +1,286 @@
+"""Course maintenance: stamp badges and setup cells, clean notebooks, generate the student release.
+
+    python tools/course.py stamp      copy the repository address into every notebook and the README
+    python tools/course.py clean      strip outputs, execution counts and machine metadata
+    python tools/course.py release    regenerate notebooks/ from solutions/ with nbgrader
+    python tools/course.py check      fail if any of the above would change a committed file
+    python tools/course.py workspace  copy the student notebooks into work/ (never overwrites)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+RELEASE = ROOT / "notebooks"
+WORKSPACE = ROOT / "work"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
+LESSONS_START, LESSONS_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
+
+
+# --------------------------------------------------------------------------- settings and lessons
+
+def settings() -> dict[str, str]:
+    """The course's one setting block, [tool.gpucourse] in pyproject.toml."""
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        block = tomllib.load(handle)["tool"]["gpucourse"]
+    return {"repository": block["repository"], "branch": block["branch"]}
+
+
+def lessons() -> list[str]:
+    """Lesson folder names in order ('00_getting_started', ...): every solutions/NN_name/NN_name.ipynb."""
+    return sorted(p.parent.name for p in SOLUTIONS.glob("*/*.ipynb")
+                  if p.stem == p.parent.name and ".ipynb_checkpoints" not in p.parts)
+
+
+def read_notebook(path: Path) -> dict:
+    """Load a notebook as plain JSON (keeps key order, no validation surprises)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_notebook(path: Path, notebook: dict) -> bool:
+    """Write a notebook in nbformat's on-disk style; return True if the file changed."""
+    text = json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def _source(cell: dict) -> str:
+    """A cell's source as one string."""
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _set_source(cell: dict, text: str) -> None:
+    """Store ``text`` as a cell's source in the line-list style nbformat writes."""
+    cell["source"] = text.splitlines(keepends=True)
+
+
+# --------------------------------------------------------------------------- stamp
+
+def badge_markdown(lesson: str) -> str:
+    """Colab and Binder badges for one lesson's student notebook."""
+    s = settings()
+    path = f"notebooks/{lesson}/{lesson}.ipynb"
+    colab = f"https://colab.research.google.com/github/{s['repository']}/blob/{s['branch']}/{path}"
+    binder = f"https://mybinder.org/v2/gh/{s['repository']}/{s['branch']}?urlpath=lab/tree/{path}"
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
+            f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder})")
+
+
+def setup_cell_source() -> str:
+    """The setup cell every lesson starts with, filled in from the settings."""
+    template = (TEMPLATES / "setup_cell.py").read_text(encoding="utf-8")
+    s = settings()
+    return template.replace("{repository}", s["repository"]).replace("{branch}", s["branch"]).rstrip("\n")
+
+
+def _tagged(notebook: dict, tag: str) -> list[dict]:
+    """Cells carrying ``tag`` in their metadata."""
+    return [cell for cell in notebook["cells"] if tag in cell.get("metadata", {}).get("tags", [])]
+
+
+def _lock(cell: dict, grade_id: str) -> None:
+    """Make a cell read-only for nbgrader (restored from the source at autograde)."""
+    cell.setdefault("metadata", {})["nbgrader"] = {
+        "grade": False, "grade_id": grade_id, "locked": True, "schema_version": 3, "solution": False, "task": False}
+
+
+def stamp_notebook(notebook: dict, lesson: str) -> dict:
+    """Replace the notebook's 'badges' and 'setup' cells with the stamped versions."""
+    for tag, expected in (("badges", 1), ("setup", 1)):
+        found = len(_tagged(notebook, tag))
+        if found != expected:
+            raise ValueError(f"{lesson}: expected {expected} cell tagged {tag!r}, found {found}")
+    badges, setup = _tagged(notebook, "badges")[0], _tagged(notebook, "setup")[0]
+    _set_source(badges, badge_markdown(lesson))
+    _lock(badges, "badges")
+    _set_source(setup, setup_cell_source())
+    _lock(setup, "setup")
+    return notebook
+
+
+def lesson_title(lesson: str) -> str:
+    """The first '# ' heading of a lesson's solution notebook."""
+    for cell in read_notebook(SOLUTIONS / lesson / f"{lesson}.ipynb")["cells"]:
+        for line in _source(cell).splitlines():
+            if cell["cell_type"] == "markdown" and line.startswith("# "):
+                return line[2:].strip()
+    raise ValueError(f"{lesson}: no '# Title' heading found")
+
+
+def readme_lesson_table() -> str:
+    """The README's table of lessons, one Colab badge each."""
+    rows = ["| # | lesson | open |", "| --- | --- | --- |"]
+    for lesson in lessons():
+        rows.append(f"| {lesson[:2]} | {lesson_title(lesson)} | {badge_markdown(lesson)} |")
+    return "\n".join(rows)
+
+
+def stamp_readme(text: str) -> str:
+    """Replace the README's lesson table between its markers."""
+    if LESSONS_START not in text or LESSONS_END not in text:
+        raise ValueError(f"README.md must contain {LESSONS_START} and {LESSONS_END}")
+    head, rest = text.split(LESSONS_START, 1)
+    _, tail = rest.split(LESSONS_END, 1)
+    return f"{head}{LESSONS_START}\n{readme_lesson_table()}\n{LESSONS_END}{tail}"
+
+
+# --------------------------------------------------------------------------- clean
+
+def clean_notebook(notebook: dict) -> dict:
+    """Strip outputs, execution counts and all metadata that is not the course's own."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        if not cell.get("attachments"):
+            cell.pop("attachments", None)
+        metadata = cell.get("metadata", {})
+        cell["metadata"] = {key: metadata[key] for key in KEPT_CELL_METADATA if key in metadata}
+    kept = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"}}
+    if "gpucourse" in notebook.get("metadata", {}):
+        kept["gpucourse"] = notebook["metadata"]["gpucourse"]
+    notebook["metadata"] = kept
+    notebook["nbformat"], notebook["nbformat_minor"] = 4, 5
+    return notebook
+
+
+def committed_notebooks() -> list[Path]:
+    """Every notebook under solutions/ and notebooks/."""
+    return sorted(p for folder in (SOLUTIONS, RELEASE) for p in folder.glob("*/*.ipynb")
+                  if ".ipynb_checkpoints" not in p.parts)
+
+
+# --------------------------------------------------------------------------- release
+
+def generate_release(target: Path) -> None:
+    """Run nbgrader generate_assignment for every lesson into ``target`` (a fresh folder), then clean."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for lesson in lessons():
+            subprocess.run(
+                [sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--force", "--log-level=WARN",
+                 f"--CourseDirectory.root={ROOT}", f"--CourseDirectory.release_directory={target}",
+                 f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db"],
+                cwd=ROOT, check=True)
+    for lesson in lessons():
+        path = target / lesson / f"{lesson}.ipynb"
+        notebook = clean_notebook(read_notebook(path))
+        notebook["metadata"]["gpucourse"] = {
+            "generated": f"student version of solutions/{lesson}/{lesson}.ipynb by `make release`; edit that file, "
+                         "not this one"}
+        write_notebook(path, notebook)
+
+
+# --------------------------------------------------------------------------- commands
+
+def cmd_stamp() -> list[str]:
+    """Stamp every solution notebook and the README; return the files changed."""
+    changed = []
+    for lesson in lessons():
+        path = SOLUTIONS / lesson / f"{lesson}.ipynb"
+        if write_notebook(path, clean_notebook(stamp_notebook(read_notebook(path), lesson))):
+            changed.append(str(path.relative_to(ROOT)))
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    new = stamp_readme(text)
+    if new != text:
+        readme.write_text(new, encoding="utf-8")
+        changed.append("README.md")
+    return changed
+
+
+def cmd_clean() -> list[str]:
+    """Clean every committed notebook; return the files changed."""
+    return [str(p.relative_to(ROOT)) for p in committed_notebooks() if write_notebook(p, clean_notebook(read_notebook(p)))]
+
+
+def cmd_release() -> list[str]:
+    """Regenerate notebooks/ from solutions/; lesson assets come along (nbgrader copies them)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = Path(scratch) / "release"
+        generate_release(fresh)
+        if RELEASE.exists():
+            shutil.rmtree(RELEASE)
+        shutil.copytree(fresh, RELEASE)
+    return [str(p.relative_to(ROOT)) for p in sorted(RELEASE.rglob("*.ipynb"))]
+
+
+def release_differences() -> list[str]:
+    """Files in which notebooks/ differs from a fresh generation (empty when in sync)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = Path(scratch) / "release"
+        generate_release(fresh)
+        fresh_files = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+        committed = {p.relative_to(RELEASE) for p in RELEASE.rglob("*") if p.is_file()
+                     and ".ipynb_checkpoints" not in p.parts} if RELEASE.exists() else set()
+        return sorted(str(name) for name in fresh_files | committed
+                      if name not in fresh_files or name not in committed
+                      or (fresh / name).read_bytes() != (RELEASE / name).read_bytes())
+
+
+def stamp_differences() -> list[str]:
+    """Files that `stamp` or `clean` would change (empty when in sync)."""
+    stale = []
+    for lesson in lessons():
+        path = SOLUTIONS / lesson / f"{lesson}.ipynb"
+        text = path.read_text(encoding="utf-8")
+        stamped = clean_notebook(stamp_notebook(json.loads(text), lesson))
+        if json.dumps(stamped, indent=1, ensure_ascii=False, sort_keys=True) + "\n" != text:
+            stale.append(str(path.relative_to(ROOT)))
+    for path in committed_notebooks():
+        text = path.read_text(encoding="utf-8")
+        if json.dumps(clean_notebook(json.loads(text)), indent=1, ensure_ascii=False, sort_keys=True) + "\n" != text:
+            stale.append(str(path.relative_to(ROOT)))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    if stamp_readme(readme) != readme:
+        stale.append("README.md")
+    return sorted(set(stale))
+
+
+def cmd_workspace() -> list[str]:
+    """Copy each student notebook (and its assets) into work/ unless a copy is already there."""
+    copied = []
+    for lesson_dir in sorted(RELEASE.iterdir()) if RELEASE.exists() else []:
+        for source in sorted(p for p in lesson_dir.rglob("*") if p.is_file()):
+            target = WORKSPACE / source.relative_to(RELEASE)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+                copied.append(str(target.relative_to(ROOT)))
+    return copied
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one maintenance command and report what it touched."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["stamp", "clean", "release", "check", "workspace"])
+    command = parser.parse_args(argv).command
+    if command == "check":
+        problems = [f"not stamped/clean: {name} (run `make release`)" for name in stamp_differences()]
+        problems += [f"notebooks/ out of date: {name} (run `make release`)" for name in release_differences()]
+        print("\n".join(problems) or "course files in sync")
+        return 1 if problems else 0
+    if command == "release":
+        changed = cmd_stamp() + cmd_release()
+    else:
+        changed = {"stamp": cmd_stamp, "clean": cmd_clean, "workspace": cmd_workspace}[command]()
+    print("\n".join(changed) if changed else "nothing to change")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,12 +5,14 @@
     python tools/course.py release    regenerate notebooks/ from solutions/ with nbgrader
     python tools/course.py check      fail if any of the above would change a committed file
     python tools/course.py workspace  copy the student notebooks into work/ (never overwrites)
+    python tools/course.py gradebook  register every lesson in the instructor's gradebook (notebooks/ untouched)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -117,7 +119,7 @@ def lesson_title(lesson: str) -> str:
     for cell in read_notebook(SOLUTIONS / lesson / f"{lesson}.ipynb")["cells"]:
         for line in _source(cell).splitlines():
             if cell["cell_type"] == "markdown" and line.startswith("# "):
-                return line[2:].strip()
+                return line[2:].split("·", 1)[-1].strip()
     raise ValueError(f"{lesson}: no '# Title' heading found")
 
 
@@ -167,15 +169,25 @@ def committed_notebooks() -> list[Path]:
 
 # --------------------------------------------------------------------------- release
 
+def venv_environment() -> dict[str, str]:
+    """The environment with this interpreter's bin/ first on PATH (nbgrader runs `alembic` from PATH)."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def run_generate_assignment(lesson: str, course_root: Path, target: Path, db_url: str | None) -> None:
+    """Run nbgrader generate_assignment for one lesson into ``target``; ``db_url=None`` uses the course's gradebook."""
+    command = [sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--log-level=WARN",
+               f"--CourseDirectory.root={course_root}", f"--CourseDirectory.release_directory={target}"]
+    if db_url is not None:
+        command.append(f"--CourseDirectory.db_url={db_url}")
+    subprocess.run(command, cwd=course_root, check=True, env=venv_environment())
+
+
 def generate_release(target: Path) -> None:
     """Run nbgrader generate_assignment for every lesson into ``target`` (a fresh folder), then clean."""
     with tempfile.TemporaryDirectory() as scratch:
         for lesson in lessons():
-            subprocess.run(
-                [sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--force", "--log-level=WARN",
-                 f"--CourseDirectory.root={ROOT}", f"--CourseDirectory.release_directory={target}",
-                 f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db"],
-                cwd=ROOT, check=True)
+            run_generate_assignment(lesson, ROOT, target, f"sqlite:///{scratch}/gradebook.db")
     for lesson in lessons():
         path = target / lesson / f"{lesson}.ipynb"
         notebook = clean_notebook(read_notebook(path))
@@ -264,10 +276,18 @@ def cmd_workspace() -> list[str]:
     return copied
 
 
+def cmd_gradebook(course_root: Path = ROOT) -> list[str]:
+    """Store every lesson's cells and points in the gradebook of ``course_root`` (needed before autograde)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for lesson in lessons():
+            run_generate_assignment(lesson, course_root, Path(scratch) / "release", None)
+    return [f"registered {lesson}" for lesson in lessons()]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one maintenance command and report what it touched."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["stamp", "clean", "release", "check", "workspace"])
+    parser.add_argument("command", choices=["stamp", "clean", "release", "check", "workspace", "gradebook"])
     command = parser.parse_args(argv).command
     if command == "check":
         problems = [f"not stamped/clean: {name} (run `make release`)" for name in stamp_differences()]
@@ -277,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     if command == "release":
         changed = cmd_stamp() + cmd_release()
     else:
-        changed = {"stamp": cmd_stamp, "clean": cmd_clean, "workspace": cmd_workspace}[command]()
+        changed = {"stamp": cmd_stamp, "clean": cmd_clean, "workspace": cmd_workspace,
+                   "gradebook": cmd_gradebook}[command]()
     print("\n".join(changed) if changed else "nothing to change")
     return 0
 

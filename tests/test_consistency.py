@@ -1,0 +1,200 @@
+"""Consistency of the course's files: generated files in sync, lesson structure, no leaks, dependency lists."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from notebook_utils import (LESSONS, ROOT, HIDDEN_REGION, SOLUTION_REGION, course, ends_in_bare_expression,
+                            exercises, load, nbgrader, release_path, solution_path, source, wrong_answers,
+                            written_answers)
+
+# Versions Google Colab ships (issue #2, November 2026). Installing the course must never change them,
+# so every lower bound of the helper package must admit these versions.
+COLAB_VERSIONS = {"python": "3.13", "torch": "2.11", "tensorflow": "2.20", "keras": "3.13", "numpy": "2.1"}
+
+# conda-forge names of PyPI packages that are spelled differently there
+CONDA_NAMES = {"torch": "pytorch"}
+
+
+def test_course_has_lessons() -> None:
+    assert LESSONS[:2] == ["00_getting_started", "01_architecture"], LESSONS
+
+
+@pytest.mark.slow
+def test_release_matches_fresh_generation() -> None:
+    """notebooks/ is exactly what `make release` generates from solutions/ (run it if this fails)."""
+    assert course.release_differences() == []
+
+
+def test_notebooks_are_stamped_and_clean() -> None:
+    """Badges, setup cells and the README table are stamped; no outputs or machine metadata anywhere."""
+    assert course.stamp_differences() == []
+
+
+def test_repository_address_written_once() -> None:
+    """The repository address lives in pyproject.toml only; every other copy is stamped from it."""
+    repository = course.settings()["repository"]
+    hand_written = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".yml", ".toml", ".cfg"}
+                    and ".venv" not in p.parts and p.name != "pyproject.toml"
+                    and repository in p.read_text(encoding="utf-8", errors="ignore")
+                    and not (p.name == "README.md" and p.parent == ROOT)]
+    assert hand_written == []
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_anatomy(lesson: str) -> None:
+    """Title, badges and setup first; 3-6 autograded exercises with a solution and a test cell each; a written answer."""
+    cells = load(solution_path(lesson))["cells"]
+    assert cells[0]["cell_type"] == "markdown" and source(cells[0]).startswith(f"# {lesson[:2]} · ")
+    assert cells[1]["metadata"].get("tags") == ["badges"] and cells[2]["metadata"].get("tags") == ["setup"]
+    found = exercises(lesson)
+    assert 3 <= len(found) <= 6, f"{lesson}: {len(found)} autograded exercises"
+    assert [e.name for e in found] == [f"ex{i}" for i in range(1, len(found) + 1)]
+    assert written_answers(lesson), f"{lesson}: no written answer"
+    ids = [nbgrader(c)["grade_id"] for c in cells if nbgrader(c)]
+    assert len(ids) == len(set(ids)), f"{lesson}: duplicate grade ids"
+    for exercise in found:
+        assert exercise.solution_id in ids and f"{exercise.name}-question" in ids
+        assert exercise.points > 0
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_test_cells_follow_the_rules(lesson: str) -> None:
+    """Test cells: docstring first, visible and hidden checks, no bare final expression, locked."""
+    for cell in load(solution_path(lesson))["cells"]:
+        meta = nbgrader(cell)
+        if cell["cell_type"] != "code" or not meta.get("grade"):
+            continue
+        text = source(cell)
+        assert re.match(r'^"""[^\n]+"""', text), f"{meta['grade_id']}: first line must be a docstring title"
+        assert meta.get("locked") is True and meta.get("solution") is False, meta["grade_id"]
+        assert text.count("### BEGIN HIDDEN TESTS") == 1 == text.count("### END HIDDEN TESTS"), meta["grade_id"]
+        visible = HIDDEN_REGION.sub("", text)
+        assert "check(" in visible or "assert " in visible, f"{meta['grade_id']}: no visible check"
+        assert not ends_in_bare_expression(text), f"{meta['grade_id']}: ends in a bare expression"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solution_cells_define_functions(lesson: str) -> None:
+    """Each solution region sits inside a function, so the student version raises NotImplementedError when called."""
+    for cell in load(solution_path(lesson))["cells"]:
+        meta = nbgrader(cell)
+        if cell["cell_type"] == "code" and meta.get("solution"):
+            text = source(cell)
+            assert text.count("### BEGIN SOLUTION") == 1 == text.count("### END SOLUTION"), meta["grade_id"]
+            marker_line = next(line for line in text.splitlines() if "### BEGIN SOLUTION" in line)
+            assert "def " in text.split("### BEGIN SOLUTION")[0] and marker_line.startswith(" "), (
+                f"{meta['grade_id']}: put the solution inside a function body")
+
+
+def _leak_candidates(notebook: dict) -> set[str]:
+    """Distinctive lines of solution and hidden-test regions (not found elsewhere in the notebook)."""
+    secret, public = set(), set()
+    for cell in notebook["cells"]:
+        text = source(cell)
+        regions = SOLUTION_REGION.findall(text) + HIDDEN_REGION.findall(text)
+        if nbgrader(cell).get("solution") and cell["cell_type"] == "markdown":
+            regions.append(text)
+        for region in regions:
+            secret |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 20}
+        rest = HIDDEN_REGION.sub("", SOLUTION_REGION.sub("", text))
+        if not (nbgrader(cell).get("solution") and cell["cell_type"] == "markdown"):
+            public |= {line.strip() for line in rest.splitlines()}
+    return secret - public
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_leaks_no_solution_or_hidden_test(lesson: str) -> None:
+    text = release_path(lesson).read_text(encoding="utf-8")
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in text
+    release_lines = {line.strip() for cell in load(release_path(lesson))["cells"] for line in source(cell).splitlines()}
+    leaked = _leak_candidates(load(solution_path(lesson))) & release_lines
+    assert not leaked, f"{lesson}: solution or hidden-test lines in the release: {sorted(leaked)[:3]}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_exercise_has_a_wrong_answer(lesson: str) -> None:
+    """tests/wrong_answers/<lesson>.py covers every exercise, with a different answer than the solution."""
+    wrong = wrong_answers(lesson)
+    solution = load(solution_path(lesson))
+    assert set(wrong) == {e.solution_id for e in exercises(lesson)}
+    for grade_id, text in wrong.items():
+        original = next(source(c) for c in solution["cells"] if nbgrader(c).get("grade_id") == grade_id)
+        assert "### BEGIN SOLUTION" not in text and text.strip() != SOLUTION_REGION.sub("", original).strip()
+        compile(text, grade_id, "exec")
+
+
+# --------------------------------------------------------------------------- dependency lists
+
+def _pyproject() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)
+
+
+def _requirements(*extras: str) -> list[Requirement]:
+    project = _pyproject()["project"]
+    found = [Requirement(r) for r in project["dependencies"]]
+    for extra in extras:
+        found += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    return found
+
+
+def _conda_specs(path) -> dict[str, str]:
+    """name -> version spec ('' if none) of a conda environment file, pip section included."""
+    specs = {}
+    for entry in yaml.safe_load(path.read_text(encoding="utf-8"))["dependencies"]:
+        items = entry["pip"] if isinstance(entry, dict) else [entry]
+        for item in items:
+            match = re.match(r"^([A-Za-z0-9_.\-]+)\s*(.*)$", item)
+            specs[match.group(1).lower()] = match.group(2).replace(" ", "")
+    return specs
+
+
+@pytest.mark.parametrize("env_file", ["environment.yml", "binder/environment.yml"])
+def test_conda_environments_match_pyproject(env_file: str) -> None:
+    """Every dependency of the package and its course extras is in the environment file, with the same lower bound."""
+    specs = _conda_specs(ROOT / env_file)
+    extras = ("torch", "tensorflow", "gpu", "course") + (("test",) if env_file == "environment.yml" else ())
+    for requirement in _requirements(*extras):
+        names = [requirement.name.lower(), CONDA_NAMES.get(requirement.name, ""), f"{CONDA_NAMES.get(requirement.name, '')}-cpu"]
+        present = [name for name in names if name in specs]
+        assert present, f"{env_file} lacks {requirement.name}"
+        assert specs[present[0]] == str(requirement.specifier), (
+            f"{env_file}: {present[0]} {specs[present[0]]!r} vs pyproject {requirement}")
+    assert specs.get("python", "").startswith(">=3.11") or specs.get("python", "").startswith("=3.11")
+
+
+def test_binder_installs_the_package() -> None:
+    post_build = (ROOT / "binder" / "postBuild").read_text(encoding="utf-8")
+    assert post_build.startswith("#!/bin/bash") and "set -e" in post_build and "pip install" in post_build
+
+
+def test_lower_bounds_admit_colab_versions() -> None:
+    """Installing the course on Colab never up- or downgrades Colab's own torch, tensorflow, keras or numpy."""
+    project = _pyproject()["project"]
+    assert Version(COLAB_VERSIONS["python"]) in SpecifierSet(project["requires-python"])
+    checked = set()
+    for requirement in _requirements("torch", "tensorflow", "gpu"):
+        if requirement.name in COLAB_VERSIONS:
+            assert requirement.specifier.contains(COLAB_VERSIONS[requirement.name], prereleases=True), requirement
+            checked.add(requirement.name)
+    assert checked == {"torch", "tensorflow", "keras", "numpy"}
+
+
+def test_course_tools_are_not_core_dependencies() -> None:
+    core = {Requirement(r).name for r in _pyproject()["project"]["dependencies"]}
+    assert not core & {"nbgrader", "jupyterlab", "torch", "tensorflow", "keras", "notebook"}
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test       #" in readme and re.search(r"^make test$", ci, re.M)

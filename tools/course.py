@@ -39,9 +39,9 @@ def settings() -> dict[str, str]:
     return {"repository": block["repository"], "branch": block["branch"]}
 
 
-def lessons() -> list[str]:
+def lessons(course_root: Path = ROOT) -> list[str]:
     """Lesson folder names in order ('00_getting_started', ...): every solutions/NN_name/NN_name.ipynb."""
-    return sorted(p.parent.name for p in SOLUTIONS.glob("*/*.ipynb")
+    return sorted(p.parent.name for p in (course_root / "solutions").glob("*/*.ipynb")
                   if p.stem == p.parent.name and ".ipynb_checkpoints" not in p.parts)
 
 
@@ -279,9 +279,9 @@ def cmd_workspace() -> list[str]:
 def cmd_gradebook(course_root: Path = ROOT) -> list[str]:
     """Store every lesson's cells and points in the gradebook of ``course_root`` (needed before autograde)."""
     with tempfile.TemporaryDirectory() as scratch:
-        for lesson in lessons():
+        for lesson in lessons(course_root):
             run_generate_assignment(lesson, course_root, Path(scratch) / "release", None)
-    return [f"registered {lesson}" for lesson in lessons()]
+    return [f"registered {lesson}" for lesson in lessons(course_root)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,194 @@
+"""nbgrader's whole pipeline on a throw-away copy of the course, as an instructor runs it (README).
+
+Per lesson, five students submit: the solutions, the untouched release, one with the odd-numbered exercises
+wrong, one with the even-numbered exercises wrong *and* every test cell gutted, and the solutions after a Colab
+round-trip. Autograde, feedback and export must give exact scores; the untouched release must also fail only
+in its exercise cells, and only with NotImplementedError.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from notebook_utils import (LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader, release_path,
+                            solution_path, source, wrong_answers, written_answers)
+
+STUDENTS = ("correct", "untouched", "wrong_odd", "tampered_even", "colab")
+
+
+def _set_source(cell: dict, text: str) -> None:
+    cell["source"] = text.splitlines(keepends=True)
+
+
+def _with_solutions(lesson: str) -> dict:
+    """The release notebook with every solution and written-answer cell filled in from solutions/."""
+    submission = load(release_path(lesson))
+    solved = load(solution_path(lesson))
+    for cell in solved["cells"]:
+        if nbgrader(cell).get("solution"):
+            _set_source(cell_by_grade_id(submission, nbgrader(cell)["grade_id"]), source(cell))
+    return submission
+
+
+def _with_wrong(submission: dict, lesson: str, parity: int) -> dict:
+    """Replace the solutions of exercises ex1, ex3, ... (parity 1) or ex2, ex4, ... (parity 0) by wrong answers."""
+    wrong = wrong_answers(lesson)
+    for index, exercise in enumerate(exercises(lesson), start=1):
+        if index % 2 == parity:
+            _set_source(cell_by_grade_id(submission, exercise.solution_id), wrong[exercise.solution_id])
+    return submission
+
+
+def _gut_test_cells(submission: dict) -> dict:
+    """What a student who deletes the asserts does: every autograded test cell reduced to `pass`."""
+    for cell in submission["cells"]:
+        if nbgrader(cell).get("grade") and cell["cell_type"] == "code":
+            _set_source(cell, "pass\n")
+    return submission
+
+
+def _colab_round_trip(submission: dict) -> dict:
+    """What saving from Colab does: cell ids dropped, nbformat 4.4, Colab metadata on cells and notebook."""
+    notebook = copy.deepcopy(submission)
+    notebook["nbformat_minor"] = 4
+    notebook["metadata"] = {"colab": {"provenance": [], "gpuType": "T4", "toc_visible": True},
+                            "accelerator": "GPU", "kernelspec": {"name": "python3", "display_name": "Python 3"},
+                            "language_info": {"name": "python"}}
+    for index, cell in enumerate(notebook["cells"]):
+        cell.pop("id", None)
+        cell["metadata"] = {**cell.get("metadata", {}), "id": f"Zx{index:06d}", "colab": {"base_uri": "https://localhost/"}}
+        if cell["cell_type"] == "code":
+            cell["metadata"]["outputId"] = f"out{index}"
+    return notebook
+
+
+def _submissions(lesson: str) -> dict[str, dict]:
+    correct = _with_solutions(lesson)
+    return {
+        "correct": correct,
+        "untouched": load(release_path(lesson)),
+        "wrong_odd": _with_wrong(_with_solutions(lesson), lesson, parity=1),
+        "tampered_even": _gut_test_cells(_with_wrong(_with_solutions(lesson), lesson, parity=0)),
+        "colab": _colab_round_trip(correct),
+    }
+
+
+def _nbgrader(course_root: Path, *args: str) -> None:
+    """Run an nbgrader command in the course copy, failing the test with its output if it fails."""
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course_root,
+                            env=course.venv_environment(), capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.fixture(scope="module", params=[pytest.param(lesson, marks=pytest.mark.xdist_group(f"grading-{lesson}"))
+                                        for lesson in LESSONS])
+def graded(request, tmp_path_factory) -> dict:
+    """Run the README's instructor workflow for one lesson on a copy of the course; return what it produced."""
+    lesson = request.param
+    root = tmp_path_factory.mktemp(f"course-{lesson}")
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
+    course.cmd_gradebook(root)  # README step 1, restricted to the lessons present
+    for student, notebook in _submissions(lesson).items():
+        target = root / "submitted" / student / lesson / f"{lesson}.ipynb"
+        target.parent.mkdir(parents=True)
+        target.write_text(json.dumps(notebook), encoding="utf-8")
+    _nbgrader(root, "autograde", lesson)
+    _nbgrader(root, "generate_feedback", lesson)
+    _nbgrader(root, "export")
+
+    from nbgrader.api import Gradebook
+
+    scores = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        for student in STUDENTS:
+            notebook = gradebook.find_submission_notebook(lesson, lesson, student)
+            scores[student] = {grade.name: (grade.auto_score, grade.max_score) for grade in notebook.grades}
+    with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
+        exported = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(handle)
+                    if row["assignment"] == lesson}
+    return {"lesson": lesson, "root": root, "scores": scores, "exported": exported}
+
+
+def _expected(lesson: str, wrong: set[str]) -> dict[str, tuple[float, float]]:
+    """Autograded score per test cell when the exercises named in ``wrong`` are wrong."""
+    return {e.tests_id: (0.0 if e.name in wrong else e.points, e.points) for e in exercises(lesson)}
+
+
+def _autograded(scores: dict) -> dict:
+    return {name: score for name, score in scores.items() if not name.startswith("written")}
+
+
+def _names(lesson: str, parity: int) -> set[str]:
+    return {e.name for i, e in enumerate(exercises(lesson), start=1) if i % 2 == parity}
+
+
+def test_solutions_get_full_marks(graded) -> None:
+    assert _autograded(graded["scores"]["correct"]) == _expected(graded["lesson"], set())
+
+
+def test_untouched_release_scores_zero_everywhere(graded) -> None:
+    lesson = graded["lesson"]
+    assert _autograded(graded["scores"]["untouched"]) == _expected(lesson, {e.name for e in exercises(lesson)})
+
+
+def test_each_wrong_answer_loses_only_its_own_points(graded) -> None:
+    lesson = graded["lesson"]
+    assert _autograded(graded["scores"]["wrong_odd"]) == _expected(lesson, _names(lesson, 1))
+
+
+def test_edited_test_cells_are_restored_at_autograde(graded) -> None:
+    """Gutting the test cells does not help: the original tests run, and the wrong answers still score 0."""
+    lesson = graded["lesson"]
+    assert _autograded(graded["scores"]["tampered_even"]) == _expected(lesson, _names(lesson, 0))
+
+
+def test_colab_round_trip_grades_like_the_original(graded) -> None:
+    assert graded["scores"]["colab"] == graded["scores"]["correct"]
+
+
+def test_written_answers_wait_for_the_instructor(graded) -> None:
+    """An answered written cell awaits manual grading (no auto score); an unanswered one scores 0 at once."""
+    for student in STUDENTS:
+        for grade_id, points in written_answers(graded["lesson"]).items():
+            expected = 0.0 if student == "untouched" else None
+            assert graded["scores"][student][grade_id] == (expected, points)
+
+
+def test_feedback_and_export(graded) -> None:
+    lesson, root = graded["lesson"], graded["root"]
+    total = sum(e.points for e in exercises(lesson))
+    for student in STUDENTS:
+        html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
+        assert lesson in html
+    assert graded["exported"]["correct"] == total and graded["exported"]["untouched"] == 0
+
+
+def test_untouched_release_fails_only_in_exercises(graded) -> None:
+    """Every non-exercise cell of the student version runs; exercise cells fail with NotImplementedError only."""
+    lesson = graded["lesson"]
+    notebook = load(graded["root"] / "autograded" / "untouched" / lesson / f"{lesson}.ipynb")
+    in_exercise = False
+    for cell in notebook["cells"]:
+        meta = nbgrader(cell)
+        if meta.get("solution") and cell["cell_type"] == "code":
+            in_exercise = True
+        errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+        stderr = [o for o in cell.get("outputs", []) if o["output_type"] == "stream" and o["name"] == "stderr"]
+        assert not stderr, f"{lesson}: stderr in cell {meta.get('grade_id') or source(cell)[:60]!r}"
+        if in_exercise:
+            assert all(e["ename"] == "NotImplementedError" for e in errors), (
+                f"{lesson}: exercise cell failed with {[e['ename'] for e in errors]}: {source(cell)[:80]!r}")
+        else:
+            assert not errors, f"{lesson}: non-exercise cell failed: {source(cell)[:80]!r}"
+        if meta.get("grade") and cell["cell_type"] == "code":
+            assert errors, f"{lesson}: test cell {meta['grade_id']} passed on the untouched release"
+            in_exercise = False

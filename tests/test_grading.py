@@ -21,6 +21,8 @@ import pytest
 from notebook_utils import (LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader, release_path,
                             solution_path, source, wrong_answers, written_answers)
 
+pytestmark = pytest.mark.slow
+
 STUDENTS = ("correct", "untouched", "wrong_odd", "tampered_even", "colab")
 
 

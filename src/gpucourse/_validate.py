@@ -28,7 +28,10 @@ def positive_number(name: str, value: object) -> float:
     """Return ``value`` as float if it is a finite real number > 0, else raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-    as_float = float(value)
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"{name} must be a finite number > 0, got {value}") from None
     if not as_float > 0 or as_float == float("inf"):
         raise ValueError(f"{name} must be a finite number > 0, got {value}")
     return as_float
@@ -38,7 +41,10 @@ def non_negative_number(name: str, value: object) -> float:
     """Return ``value`` as float if it is a finite real number >= 0, else raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-    as_float = float(value)
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}") from None
     if not as_float >= 0 or as_float == float("inf"):
         raise ValueError(f"{name} must be a finite number >= 0, got {value}")
     return as_float

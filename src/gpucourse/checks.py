@@ -46,7 +46,9 @@ def _compare_arrays(name: str, yours: object, expected: object, rtol: float, ato
     expected_array = np.asarray(expected, dtype=float)
     try:
         yours_array = np.asarray(yours, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: e.g. a tensor that needs grad or lives on a GPU
+        yours_array = None
+    if yours_array is None:  # raised outside the except block, so no numpy traceback is chained to it
         _fail(name, f"yours is {type(yours).__name__} {_describe(yours)}, expected numbers of shape "
                     f"{expected_array.shape}", hint)
     if yours_array.shape != expected_array.shape:
@@ -67,6 +69,10 @@ def check(name: str, yours: object, expected: object, *, hint: str = "", rtol: f
     rtol, atol = non_negative_number("rtol", rtol), non_negative_number("atol", atol)
     if yours is None and expected is not None:
         _fail(name, "yours is None: did the function forget to `return` its result?", hint)
+    import numpy as np
+
+    if isinstance(yours, np.bool_):  # e.g. the result of a > b on numpy numbers is a numpy bool, not a bool
+        yours = bool(yours)
     if isinstance(expected, bool):
         if not isinstance(yours, bool):
             _fail(name, f"yours is {type(yours).__name__} {_describe(yours)}, expected a bool ({expected})", hint)
@@ -82,7 +88,7 @@ def check(name: str, yours: object, expected: object, *, hint: str = "", rtol: f
             _fail(name, f"yours {_describe(yours)}, expected {_describe(expected)}", hint)
     elif isinstance(expected, dict):
         if not isinstance(yours, dict):
-            _fail(name, f"yours is {type(yours).__name__}, expected a dict with keys {sorted(expected)}", hint)
+            _fail(name, f"yours is {type(yours).__name__}, expected a dict with keys {sorted(map(str, expected))}", hint)
         if set(yours) != set(expected):
             _fail(name, f"yours has keys {sorted(map(str, yours))}, expected {sorted(map(str, expected))}", hint)
         for key, value in expected.items():
@@ -96,8 +102,12 @@ def check(name: str, yours: object, expected: object, *, hint: str = "", rtol: f
 def check_raises(name: str, call: Callable[[], object], error: type[BaseException], *, hint: str = "",
                  quiet: bool = False) -> None:
     """Check that ``call()`` raises ``error``; raise CheckFailed if it returns or raises something else."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
     if not callable(call):
         raise TypeError(f"call must be callable, got {type(call).__name__}")
+    if not (isinstance(error, type) and issubclass(error, BaseException)):
+        raise TypeError(f"error must be an exception class such as ValueError, got {error!r}")
     try:
         result = call()
     except error:

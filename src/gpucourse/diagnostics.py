@@ -11,6 +11,8 @@ from gpucourse.timing import benchmark, sync_for
 
 def doctor(quick: bool = False) -> str:
     """Environment report, estimated vs measured CPU peak, memory bandwidth, and the GPU's if present."""
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be True or False, got {type(quick).__name__} ({quick!r})")
     report = hardware.environment_report()
     n, megabytes = (512, 64) if quick else (2048, 256)
     estimate = hardware.estimate_cpu_peak("float32")

@@ -51,14 +51,15 @@ def pick_device(prefer: str = "auto"):
         raise ImportError("pick_device needs PyTorch: pip install 'gpucourse[torch]' (Colab already has it)")
     if not isinstance(prefer, str):
         raise TypeError(f"prefer must be a str, one of {list(DEVICE_CHOICES)}, got {type(prefer).__name__}")
+    if not re.fullmatch(r"auto|(cpu|mps|cuda)(:\d+)?", prefer):
+        raise ValueError(f"prefer must be one of {list(DEVICE_CHOICES)} or 'cuda:N', got {prefer!r}")
     kind = prefer.split(":")[0]
-    one_of("prefer", kind if kind in DEVICE_CHOICES else prefer, DEVICE_CHOICES)
     found = available_devices()
     if prefer == "auto":
         return torch.device(found[0])
     if kind == "cuda":
         if not any(name.startswith("cuda") for name in found):
-            raise ValueError("prefer='cuda' but no CUDA GPU is visible: in Colab choose "
+            raise ValueError(f"prefer={prefer!r} but no CUDA GPU is visible: in Colab choose "
                              "Runtime > Change runtime type > GPU, or use prefer='auto'")
         if prefer != "cuda" and prefer not in found:
             raise ValueError(f"prefer={prefer!r} but the visible CUDA devices are "
@@ -231,7 +232,9 @@ class Reconciliation:
 
     @property
     def efficiency(self) -> float:
-        """Measured rate as a fraction of the estimated peak."""
+        """Measured rate as a fraction of the estimated peak (infinite where no clock was reported)."""
+        if self.estimate.flops <= 0:
+            return float("inf")
         return self.measured_flops / self.estimate.flops
 
     @property
@@ -305,6 +308,7 @@ def measure_memory_bandwidth(megabytes: int = 256, device: str = "cpu", repeats:
     """Measure copy bandwidth in bytes/s (bytes read + bytes written) with a buffer of ``megabytes``."""
     megabytes = positive_int("megabytes", megabytes)
     repeats = positive_int("repeats", repeats)
+    sync = sync_for(device)  # rejects unknown devices, and GPUs that are not there, by name
     count = megabytes * 2**20 // 4
     if str(device) == "cpu":
         import numpy as np
@@ -316,7 +320,6 @@ def measure_memory_bandwidth(megabytes: int = 256, device: str = "cpu", repeats:
         torch = _torch_or_none()
         if torch is None:
             raise ImportError(f"device={device!r} needs PyTorch installed")
-        sync = sync_for(device)
         src = torch.ones(count, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
         result = benchmark(lambda: dst.copy_(src), warmup=2, repeats=repeats, sync=sync)

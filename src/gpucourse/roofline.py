@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import one_of, positive_int, positive_number
+from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
 from gpucourse.hardware import DTYPE_BYTES
 
 
@@ -39,10 +39,7 @@ def elementwise_bytes(numel: int, inputs: int = 2, outputs: int = 1, dtype: str 
 def conv2d_output_size(size: int, kernel_size: int, stride: int = 1, padding: int = 0) -> int:
     """Output height (or width) of a convolution: floor((size + 2*padding - kernel_size) / stride) + 1."""
     size, kernel_size, stride = positive_int("size", size), positive_int("kernel_size", kernel_size), positive_int("stride", stride)
-    if isinstance(padding, bool) or not isinstance(padding, int):
-        raise TypeError(f"padding must be an int, got {type(padding).__name__}")
-    if padding < 0:
-        raise ValueError(f"padding must be >= 0, got {padding}")
+    padding = non_negative_int("padding", padding)
     out = (size + 2 * padding - kernel_size) // stride + 1
     if out <= 0:
         raise ValueError(f"kernel_size={kernel_size} is larger than the padded input ({size + 2 * padding})")
@@ -133,6 +130,12 @@ class RooflinePoint:
     intensity: float
     flops: float
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str):
+            raise TypeError(f"label must be a str, got {type(self.label).__name__}")
+        positive_number("intensity", self.intensity)
+        positive_number("flops", self.flops)
+
 
 @dataclass(frozen=True)
 class Roof:
@@ -142,6 +145,19 @@ class Roof:
     peak_flops: float
     bandwidth: float
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str):
+            raise TypeError(f"label must be a str, got {type(self.label).__name__}")
+        positive_number("peak_flops", self.peak_flops)
+        positive_number("bandwidth", self.bandwidth)
+
+
+def _as_list(name: str, items: object, kind: type) -> list:
+    """``items`` as a list, raising a TypeError naming ``name`` if it is a single ``kind`` or not iterable."""
+    if isinstance(items, (kind, str)) or not isinstance(items, Iterable):
+        raise TypeError(f"{name} must be a list of {kind.__name__} objects, got {type(items).__name__}")
+    return list(items)
+
 
 def plot_roofline(roofs: Iterable[Roof], points: Iterable[RooflinePoint] = (), ax=None,
                   intensity_range: tuple[float, float] = (1 / 16, 1024)):
@@ -149,7 +165,7 @@ def plot_roofline(roofs: Iterable[Roof], points: Iterable[RooflinePoint] = (), a
     import matplotlib.pyplot as plt
     import numpy as np
 
-    roofs, points = list(roofs), list(points)
+    roofs, points = _as_list("roofs", roofs, Roof), _as_list("points", points, RooflinePoint)
     if not roofs:
         raise ValueError("roofs must contain at least one Roof")
     for item in roofs:
@@ -158,7 +174,13 @@ def plot_roofline(roofs: Iterable[Roof], points: Iterable[RooflinePoint] = (), a
     for item in points:
         if not isinstance(item, RooflinePoint):
             raise TypeError(f"points must contain RooflinePoint objects, got {type(item).__name__}")
+    if not isinstance(intensity_range, (tuple, list)) or len(intensity_range) != 2:
+        raise TypeError(f"intensity_range must be a (low, high) pair of numbers, got {intensity_range!r}")
     low, high = positive_number("intensity_range[0]", intensity_range[0]), positive_number("intensity_range[1]", intensity_range[1])
+    if low >= high:
+        raise ValueError(f"intensity_range must be (low, high) with low < high, got {intensity_range!r}")
+    if ax is not None and not hasattr(ax, "plot"):
+        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     x = np.logspace(np.log10(low), np.log10(high), 200)

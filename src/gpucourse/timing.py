@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import non_negative_int, positive_int
+from gpucourse._validate import non_negative_int, non_negative_number, positive_int
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,15 @@ class BenchmarkResult:
 
     times_s: tuple[float, ...]
     warmup: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.times_s, (str, bytes)) or not isinstance(self.times_s, Iterable):
+            raise TypeError(f"times_s must be a tuple of seconds, got {type(self.times_s).__name__}")
+        times = tuple(non_negative_number("times_s", t) for t in self.times_s)
+        if not times:
+            raise ValueError("times_s must hold at least one time")
+        object.__setattr__(self, "times_s", times)
+        non_negative_int("warmup", self.warmup)
 
     @property
     def median_s(self) -> float:
@@ -46,18 +57,32 @@ def _no_sync() -> None:
 
 def sync_for(device: object) -> Callable[[], None]:
     """Return the function that waits for all queued work on ``device`` (a torch.device or its name)."""
-    kind = str(device).split(":")[0]
-    if kind == "cuda":
-        import torch
-
-        return torch.cuda.synchronize
-    if kind == "mps":
-        import torch
-
-        return torch.mps.synchronize
+    if type(device).__module__ == "torch" and type(device).__name__ == "device":
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str or torch.device ('cpu', 'cuda[:N]' or 'mps'), "
+                        f"got {type(device).__name__} ({device!r})")
+    match = re.fullmatch(r"(cpu|cuda|mps)(?::(\d+))?", device)
+    if match is None:
+        raise ValueError(f"device must be 'cpu', 'cuda[:N]' or 'mps', got {device!r}")
+    kind, index = match.groups()
     if kind == "cpu":
         return _no_sync
-    raise ValueError(f"device must be 'cpu', 'cuda[:N]' or 'mps', got {device!r}")
+    import torch
+
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device={device!r} but no CUDA GPU is visible (use 'cpu', or pick_device())")
+        if index is None:
+            return torch.cuda.synchronize
+        if int(index) >= count:
+            raise ValueError(f"device={device!r} but only {count} CUDA GPU(s) are visible")
+        return functools.partial(torch.cuda.synchronize, device)
+    mps = getattr(torch.backends, "mps", None)
+    if mps is None or not mps.is_available():
+        raise ValueError(f"device={device!r} but Apple's Metal (MPS) backend is not available here")
+    return torch.mps.synchronize
 
 
 def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,

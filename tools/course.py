@@ -28,6 +28,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
 LESSONS_START, LESSONS_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
+BADGES_START, BADGES_END = "<!-- badges:start -->", "<!-- badges:end -->"
 
 
 # --------------------------------------------------------------------------- settings and lessons
@@ -131,13 +132,29 @@ def readme_lesson_table() -> str:
     return "\n".join(rows)
 
 
+def course_badges() -> str:
+    """The README's top badges: the whole course on Binder, the first lesson on Colab."""
+    s = settings()
+    binder = f"https://mybinder.org/v2/gh/{s['repository']}/{s['branch']}?urlpath=lab/tree/notebooks"
+    first = lessons()[0]
+    colab = f"https://colab.research.google.com/github/{s['repository']}/blob/{s['branch']}/notebooks/{first}/{first}.ipynb"
+    return (f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder}) "
+            f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})")
+
+
+def _replace_between(text: str, start: str, end: str, content: str) -> str:
+    """Replace what lies between two marker comments of the README."""
+    if start not in text or end not in text:
+        raise ValueError(f"README.md must contain {start} and {end}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{content}\n{end}{tail}"
+
+
 def stamp_readme(text: str) -> str:
-    """Replace the README's lesson table between its markers."""
-    if LESSONS_START not in text or LESSONS_END not in text:
-        raise ValueError(f"README.md must contain {LESSONS_START} and {LESSONS_END}")
-    head, rest = text.split(LESSONS_START, 1)
-    _, tail = rest.split(LESSONS_END, 1)
-    return f"{head}{LESSONS_START}\n{readme_lesson_table()}\n{LESSONS_END}{tail}"
+    """Replace the README's badges and lesson table between their markers."""
+    text = _replace_between(text, BADGES_START, BADGES_END, course_badges())
+    return _replace_between(text, LESSONS_START, LESSONS_END, readme_lesson_table())
 
 
 # --------------------------------------------------------------------------- clean

@@ -88,7 +88,8 @@ def check(name: str, yours: object, expected: object, *, hint: str = "", rtol: f
             _fail(name, f"yours {_describe(yours)}, expected {_describe(expected)}", hint)
     elif isinstance(expected, dict):
         if not isinstance(yours, dict):
-            _fail(name, f"yours is {type(yours).__name__}, expected a dict with keys {sorted(map(str, expected))}", hint)
+            _fail(name, f"yours is {type(yours).__name__}, expected a dict with keys "
+                        f"{sorted(map(str, expected))}", hint)
         if set(yours) != set(expected):
             _fail(name, f"yours has keys {sorted(map(str, yours))}, expected {sorted(map(str, expected))}", hint)
         for key, value in expected.items():

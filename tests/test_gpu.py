@@ -1,0 +1,119 @@
+"""GPU-only tests: the self-test, device choice, synchronised timing and measured rates on a real CUDA GPU.
+
+Skipped (not failed) without one; on Colab or a GPU machine run `pytest -m gpu tests/test_gpu.py`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpucourse import hardware  # noqa: E402
+from gpucourse.diagnostics import selftest  # noqa: E402
+from gpucourse.timing import benchmark, sync_for  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def _spec_or_none():
+    """Datasheet figures of GPU 0, or None where the course's table does not hold it."""
+    try:
+        return hardware.gpu_spec(torch.cuda.get_device_name(0))
+    except ValueError:
+        return None
+
+
+def _spec_or_skip():
+    """Datasheet figures of GPU 0, or skip where the course's table does not hold it."""
+    spec = _spec_or_none()
+    if spec is None:
+        pytest.skip(f"{torch.cuda.get_device_name(0)} is not in GPU_SPECS: no datasheet bound")
+    return spec
+
+
+def test_every_selftest_step_passes_on_a_gpu():
+    results = {r.name: r for r in selftest()}
+    nvml_installed = importlib.util.find_spec("pynvml") is not None
+    for name, result in results.items():
+        if name == "NVML metrics" and not nvml_installed:
+            assert result.status == "SKIP", result
+        else:
+            assert result.status == "PASS", result
+
+
+def test_pick_device_is_the_first_cuda_gpu():
+    device = hardware.pick_device()
+    assert device.type == "cuda" and device.index == 0
+    assert hardware.pick_device("cuda") == device
+
+
+def test_environment_report_names_the_gpu():
+    report = hardware.environment_report()
+    assert report.device == "cuda:0" and report.gpus
+    assert report.gpus[0].name == torch.cuda.get_device_name(0)
+    assert f"GPU: {report.gpus[0].name}" in report.one_line()
+    assert report.cuda_version
+
+
+def _fastest_float32_flops(spec) -> float:
+    """The fastest a float32 matmul can go on this chip: the TF32 Tensor Core peak where it has one."""
+    return (spec.tf32_tensor_tflops or spec.fp32_tflops) * 1e12
+
+
+def test_benchmark_with_sync_times_the_kernel_and_without_only_the_launch():
+    a = torch.randn(4096, 4096, device="cuda")
+    synced = benchmark(lambda: a @ a, warmup=2, repeats=5, sync=sync_for("cuda")).median_s
+    torch.cuda.synchronize()
+    unsynced = benchmark(lambda: a @ a, warmup=0, repeats=3).median_s
+    torch.cuda.synchronize()
+    assert synced > unsynced
+    spec = _spec_or_none()
+    if spec is not None:  # a synchronised time covers the kernel, so it cannot beat the datasheet
+        assert synced >= 2 * 4096**3 / _fastest_float32_flops(spec)
+
+
+def test_sync_for_an_indexed_gpu_times_the_whole_kernel():
+    """With sync_for('cuda:0') each timed call covers the kernel: no faster than the datasheet allows."""
+    spec = _spec_or_skip()
+    a = torch.randn(2048, 2048, device="cuda:0")
+    times = benchmark(lambda: a @ a, warmup=1, repeats=3, sync=sync_for("cuda:0")).times_s
+    assert min(times) >= 2 * 2048**3 / _fastest_float32_flops(spec)
+
+
+def test_measured_float32_matmul_rate_stays_below_the_datasheet_peak():
+    spec = _spec_or_skip()
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        rate = hardware.measure_matmul_rate(4096, "float32", "torch", "cuda", repeats=5)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    assert 0.05 * spec.peak_flops("float32") < rate <= 1.1 * spec.peak_flops("float32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_measured_tensor_core_rate_stays_below_the_datasheet_peak(dtype):
+    spec = _spec_or_skip()
+    try:
+        peak = spec.peak_flops(dtype)
+    except ValueError:
+        pytest.skip(f"the {spec.name} has no {dtype} Tensor Cores")
+    rate = hardware.measure_matmul_rate(4096, dtype, "torch", "cuda", repeats=5)
+    assert 0 < rate <= 1.1 * peak
+
+
+def test_measured_copy_bandwidth_stays_below_the_datasheet_figure():
+    spec = _spec_or_skip()
+    bandwidth = hardware.measure_memory_bandwidth(256, device="cuda", repeats=5)
+    assert 0.1 * spec.bandwidth < bandwidth <= 1.1 * spec.bandwidth
+
+
+def test_sync_for_rejects_a_gpu_index_beyond_the_visible_ones():
+    with pytest.raises(ValueError, match="^device="):
+        sync_for(f"cuda:{torch.cuda.device_count()}")

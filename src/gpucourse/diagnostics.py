@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,13 +77,24 @@ def _cuda_or_skip():
     return torch
 
 
+@contextlib.contextmanager
+def _strict_float32(torch):
+    """Run float32 matmuls in true float32 (no TF32), restoring the learner's setting afterwards."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def _gpu_matmul_correct() -> str:
     """A float32 matmul on the GPU agrees with a float64 CPU reference."""
     torch = _cuda_or_skip()
-    torch.backends.cuda.matmul.allow_tf32 = False
     generator = torch.Generator().manual_seed(0)
     a, b = torch.randn(512, 512, generator=generator), torch.randn(512, 512, generator=generator)
-    gpu = (a.cuda() @ b.cuda()).cpu().double()
+    with _strict_float32(torch):
+        gpu = (a.cuda() @ b.cuda()).cpu().double()
     ref = a.double() @ b.double()
     error = ((gpu - ref).abs().max() / ref.abs().max()).item()
     assert error < 1e-5, f"relative error {error:.2e} too large for float32"
@@ -92,8 +104,8 @@ def _gpu_matmul_correct() -> str:
 def _gpu_rate_plausible() -> str:
     """Measured float32 matmul rate is below the datasheet peak and not absurdly far under it."""
     torch = _cuda_or_skip()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    rate = hardware.measure_matmul_rate(4096, "float32", "torch", "cuda")
+    with _strict_float32(torch):
+        rate = hardware.measure_matmul_rate(4096, "float32", "torch", "cuda")
     try:
         spec = hardware.gpu_spec(torch.cuda.get_device_name(0))
     except ValueError:

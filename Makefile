@@ -21,7 +21,7 @@ lab: setup  ## copy the student notebooks to work/ (never overwriting) and open 
 	$(BIN)/jupyter lab --notebook-dir=work
 
 test: setup  ## the full test suite (what CI runs)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadscope
 
 test-fast: setup  ## unit tests and consistency checks only (under a minute)
 	$(BIN)/python -m pytest -m "not slow" -n 0 -q

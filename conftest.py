@@ -4,8 +4,7 @@ import pytest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark nbval's notebook cells slow, and keep each notebook's cells on one xdist worker (one kernel)."""
+    """Mark nbval's notebook cells slow (`make test` keeps each notebook on one worker with --dist loadscope)."""
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group(f"nbval-{item.path.stem}"))

@@ -90,15 +90,11 @@ def _nbgrader(course_root: Path, *args: str) -> None:
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 
-@pytest.fixture(scope="module", params=[pytest.param(lesson, marks=pytest.mark.xdist_group(f"grading-{lesson}"))
-                                        for lesson in LESSONS])
-def graded(request, tmp_path_factory) -> dict:
+def run_pipeline(lesson: str, root: Path) -> dict:
     """Run the README's instructor workflow for one lesson on a copy of the course; return what it produced."""
-    lesson = request.param
-    root = tmp_path_factory.mktemp(f"course-{lesson}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
-    course.cmd_gradebook(root)  # README step 1, restricted to the lessons present
+    course.cmd_gradebook(root)  # README step 1, for the lesson present in the copy
     for student, notebook in _submissions(lesson).items():
         target = root / "submitted" / student / lesson / f"{lesson}.ipynb"
         target.parent.mkdir(parents=True)
@@ -133,64 +129,77 @@ def _names(lesson: str, parity: int) -> set[str]:
     return {e.name for i, e in enumerate(exercises(lesson), start=1) if i % 2 == parity}
 
 
-def test_solutions_get_full_marks(graded) -> None:
-    assert _autograded(graded["scores"]["correct"]) == _expected(graded["lesson"], set())
+class GradingPipeline:
+    """The pipeline's checks for one lesson; a subclass per lesson lets pytest-xdist grade lessons in parallel."""
+
+    lesson: str
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def graded(cls, tmp_path_factory) -> dict:
+        return run_pipeline(cls.lesson, tmp_path_factory.mktemp(f"course-{cls.lesson}"))
+
+    def test_solutions_get_full_marks(self, graded) -> None:
+        assert _autograded(graded["scores"]["correct"]) == _expected(graded["lesson"], set())
 
 
-def test_untouched_release_scores_zero_everywhere(graded) -> None:
-    lesson = graded["lesson"]
-    assert _autograded(graded["scores"]["untouched"]) == _expected(lesson, {e.name for e in exercises(lesson)})
+    def test_untouched_release_scores_zero_everywhere(self, graded) -> None:
+        lesson = graded["lesson"]
+        assert _autograded(graded["scores"]["untouched"]) == _expected(lesson, {e.name for e in exercises(lesson)})
 
 
-def test_each_wrong_answer_loses_only_its_own_points(graded) -> None:
-    lesson = graded["lesson"]
-    assert _autograded(graded["scores"]["wrong_odd"]) == _expected(lesson, _names(lesson, 1))
+    def test_each_wrong_answer_loses_only_its_own_points(self, graded) -> None:
+        lesson = graded["lesson"]
+        assert _autograded(graded["scores"]["wrong_odd"]) == _expected(lesson, _names(lesson, 1))
 
 
-def test_edited_test_cells_are_restored_at_autograde(graded) -> None:
-    """Gutting the test cells does not help: the original tests run, and the wrong answers still score 0."""
-    lesson = graded["lesson"]
-    assert _autograded(graded["scores"]["tampered_even"]) == _expected(lesson, _names(lesson, 0))
+    def test_edited_test_cells_are_restored_at_autograde(self, graded) -> None:
+        """Gutting the test cells does not help: the original tests run, and the wrong answers still score 0."""
+        lesson = graded["lesson"]
+        assert _autograded(graded["scores"]["tampered_even"]) == _expected(lesson, _names(lesson, 0))
 
 
-def test_colab_round_trip_grades_like_the_original(graded) -> None:
-    assert graded["scores"]["colab"] == graded["scores"]["correct"]
+    def test_colab_round_trip_grades_like_the_original(self, graded) -> None:
+        assert graded["scores"]["colab"] == graded["scores"]["correct"]
 
 
-def test_written_answers_wait_for_the_instructor(graded) -> None:
-    """An answered written cell awaits manual grading (no auto score); an unanswered one scores 0 at once."""
-    for student in STUDENTS:
-        for grade_id, points in written_answers(graded["lesson"]).items():
-            expected = 0.0 if student == "untouched" else None
-            assert graded["scores"][student][grade_id] == (expected, points)
+    def test_written_answers_wait_for_the_instructor(self, graded) -> None:
+        """An answered written cell awaits manual grading (no auto score); an unanswered one scores 0 at once."""
+        for student in STUDENTS:
+            for grade_id, points in written_answers(graded["lesson"]).items():
+                expected = 0.0 if student == "untouched" else None
+                assert graded["scores"][student][grade_id] == (expected, points)
 
 
-def test_feedback_and_export(graded) -> None:
-    lesson, root = graded["lesson"], graded["root"]
-    total = sum(e.points for e in exercises(lesson))
-    for student in STUDENTS:
-        html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
-        assert lesson in html
-    assert graded["exported"]["correct"] == total and graded["exported"]["untouched"] == 0
+    def test_feedback_and_export(self, graded) -> None:
+        lesson, root = graded["lesson"], graded["root"]
+        total = sum(e.points for e in exercises(lesson))
+        for student in STUDENTS:
+            html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
+            assert lesson in html
+        assert graded["exported"]["correct"] == total and graded["exported"]["untouched"] == 0
 
 
-def test_untouched_release_fails_only_in_exercises(graded) -> None:
-    """Every non-exercise cell of the student version runs; exercise cells fail with NotImplementedError only."""
-    lesson = graded["lesson"]
-    notebook = load(graded["root"] / "autograded" / "untouched" / lesson / f"{lesson}.ipynb")
-    in_exercise = False
-    for cell in notebook["cells"]:
-        meta = nbgrader(cell)
-        if meta.get("solution") and cell["cell_type"] == "code":
-            in_exercise = True
-        errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
-        stderr = [o for o in cell.get("outputs", []) if o["output_type"] == "stream" and o["name"] == "stderr"]
-        assert not stderr, f"{lesson}: stderr in cell {meta.get('grade_id') or source(cell)[:60]!r}"
-        if in_exercise:
-            assert all(e["ename"] == "NotImplementedError" for e in errors), (
-                f"{lesson}: exercise cell failed with {[e['ename'] for e in errors]}: {source(cell)[:80]!r}")
-        else:
-            assert not errors, f"{lesson}: non-exercise cell failed: {source(cell)[:80]!r}"
-        if meta.get("grade") and cell["cell_type"] == "code":
-            assert errors, f"{lesson}: test cell {meta['grade_id']} passed on the untouched release"
-            in_exercise = False
+    def test_untouched_release_fails_only_in_exercises(self, graded) -> None:
+        """Every non-exercise cell of the student version runs; exercise cells fail with NotImplementedError only."""
+        lesson = graded["lesson"]
+        notebook = load(graded["root"] / "autograded" / "untouched" / lesson / f"{lesson}.ipynb")
+        in_exercise = False
+        for cell in notebook["cells"]:
+            meta = nbgrader(cell)
+            if meta.get("solution") and cell["cell_type"] == "code":
+                in_exercise = True
+            errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+            stderr = [o for o in cell.get("outputs", []) if o["output_type"] == "stream" and o["name"] == "stderr"]
+            assert not stderr, f"{lesson}: stderr in cell {meta.get('grade_id') or source(cell)[:60]!r}"
+            if in_exercise:
+                assert all(e["ename"] == "NotImplementedError" for e in errors), (
+                    f"{lesson}: exercise cell failed with {[e['ename'] for e in errors]}: {source(cell)[:80]!r}")
+            else:
+                assert not errors, f"{lesson}: non-exercise cell failed: {source(cell)[:80]!r}"
+            if meta.get("grade") and cell["cell_type"] == "code":
+                assert errors, f"{lesson}: test cell {meta['grade_id']} passed on the untouched release"
+                in_exercise = False
+
+for _lesson in LESSONS:  # TestGrading_00_getting_started, ...: one class per lesson (xdist --dist loadscope)
+    globals()[f"TestGrading_{_lesson}"] = type(f"TestGrading_{_lesson}", (GradingPipeline,), {"lesson": _lesson})

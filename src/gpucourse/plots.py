@@ -1,0 +1,132 @@
+"""Lesson plots that take more than a few lines: latency vs throughput, GPU memory by year, roofline points."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpucourse._validate import positive_int, positive_number
+from gpucourse.hardware import GpuSpec
+from gpucourse.roofline import RooflinePoint
+
+
+@dataclass(frozen=True)
+class WorkerPool:
+    """A model processor: ``workers`` identical workers, each finishing one task in ``task_s`` seconds."""
+
+    label: str
+    workers: int
+    task_s: float
+
+    def __post_init__(self) -> None:
+        """Reject an empty label, a non-positive worker count or task time."""
+        if not isinstance(self.label, str):
+            raise TypeError(f"label must be a str, got {type(self.label).__name__}")
+        if not self.label:
+            raise ValueError("label must be a non-empty str")
+        positive_int("workers", self.workers)
+        positive_number("task_s", self.task_s)
+
+    def finish_time(self, n_tasks: int) -> float:
+        """Seconds to finish ``n_tasks`` independent tasks: ceil(n_tasks / workers) rounds of ``task_s``."""
+        return math.ceil(positive_int("n_tasks", n_tasks) / self.workers) * self.task_s
+
+    def throughput(self, n_tasks: int) -> float:
+        """Tasks finished per second when there are ``n_tasks`` to do."""
+        return n_tasks / self.finish_time(n_tasks)
+
+
+def _task_counts(max_tasks: int, points: int = 400) -> list[int]:
+    """Distinct task counts from 1 to ``max_tasks``, evenly spaced on a log axis."""
+    top = math.log10(max_tasks)
+    return sorted({max(1, round(10 ** (top * i / (points - 1)))) for i in range(points)})
+
+
+def plot_latency_throughput(pools: Iterable[WorkerPool], max_tasks: int = 10**6, axes=None):
+    """Plot time to finish and throughput against the number of tasks for each pool; return the two Axes."""
+    import matplotlib.pyplot as plt
+
+    pools = list(pools)
+    if not pools:
+        raise ValueError("pools must contain at least one WorkerPool")
+    for pool in pools:
+        if not isinstance(pool, WorkerPool):
+            raise TypeError(f"pools must contain WorkerPool objects, got {type(pool).__name__}")
+    max_tasks = positive_int("max_tasks", max_tasks)
+    if max_tasks < 2:
+        raise ValueError(f"max_tasks must be >= 2, got {max_tasks}")
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if len(axes) != 2:
+        raise ValueError(f"axes must hold two matplotlib Axes, got {len(axes)}")
+    time_ax, rate_ax = axes
+    counts = _task_counts(max_tasks)
+    for pool in pools:
+        name = f"{pool.label}: {pool.workers} workers x {pool.task_s * 1e6:g} µs/task"
+        time_ax.plot(counts, [pool.finish_time(n) * 1e6 for n in counts], label=name)
+        rate_ax.plot(counts, [pool.throughput(n) for n in counts], label=name)
+    for ax, ylabel, title in ((time_ax, "time to finish all tasks (µs)", "latency: how long until done"),
+                              (rate_ax, "tasks finished per second", "throughput: how much per second")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("number of independent tasks")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title} (model)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    time_ax.legend(fontsize=8, loc="upper left")
+    return time_ax, rate_ax
+
+
+def plot_gpu_memory(specs: Iterable[GpuSpec], claim_gb: float | None = None, claim_label: str = "claim", ax=None):
+    """Scatter each GPU's datasheet memory (GB) against its launch year, with an optional claimed ceiling."""
+    import matplotlib.pyplot as plt
+
+    specs = list(specs)
+    if not specs:
+        raise ValueError("specs must contain at least one GpuSpec")
+    for spec in specs:
+        if not isinstance(spec, GpuSpec):
+            raise TypeError(f"specs must contain GpuSpec objects, got {type(spec).__name__}")
+    if not isinstance(claim_label, str):
+        raise TypeError(f"claim_label must be a str, got {type(claim_label).__name__}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    ax.scatter([s.year for s in specs], [s.memory_gb for s in specs], zorder=3)
+    placed: list[tuple[float, float]] = []
+    for spec in sorted(specs, key=lambda s: (s.year, s.memory_gb)):
+        crowded = any(abs(year - spec.year) <= 2 and abs(gb - spec.memory_gb) < 5 for year, gb in placed)
+        ax.annotate(f"{spec.name} ({spec.memory_gb:g} GB)", (spec.year, spec.memory_gb), textcoords="offset points",
+                    xytext=(5, -12 if crowded else 4), fontsize=8)
+        placed.append((spec.year, spec.memory_gb))
+    if claim_gb is not None:
+        ax.axhline(positive_number("claim_gb", claim_gb), color="red", linestyle="--", linewidth=1,
+                   label=f"{claim_label}: {claim_gb:g} GB")
+        ax.legend(fontsize=8, loc="upper left")
+    ax.set_xlabel("launch year")
+    ax.set_ylabel("memory (GB, datasheet)")
+    ax.set_xlim(min(s.year for s in specs) - 1, max(s.year for s in specs) + 2)
+    ax.grid(True, alpha=0.3)
+    return ax
+
+
+def mark_points(ax, points: Iterable[RooflinePoint], color: str = "black", marker: str = "o",
+                label: str | None = None) -> None:
+    """Draw roofline points on ``ax`` in one colour and marker, each annotated; ``label`` names the group in the legend."""
+    points = list(points)
+    for point in points:
+        if not isinstance(point, RooflinePoint):
+            raise TypeError(f"points must contain RooflinePoint objects, got {type(point).__name__}")
+    for name, value in (("color", color), ("marker", marker)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str (a matplotlib name such as 'black' or 'o'), got {type(value).__name__}")
+    if label is not None and not isinstance(label, str):
+        raise TypeError(f"label must be a str or None, got {type(label).__name__}")
+    for index, point in enumerate(points):
+        ax.scatter(point.intensity, point.flops / 1e9, color=color, marker=marker, zorder=4,
+                   label=label if index == 0 else None)
+        ax.annotate(point.label, (point.intensity, point.flops / 1e9), textcoords="offset points",
+                    xytext=(6, -4), fontsize=8, color=color)
+
+
+__all__ = ["WorkerPool", "plot_latency_throughput", "plot_gpu_memory", "mark_points"]

@@ -8,7 +8,16 @@ from dataclasses import dataclass
 
 from gpucourse._validate import positive_int, positive_number
 from gpucourse.hardware import GpuSpec
-from gpucourse.roofline import RooflinePoint
+from gpucourse.roofline import RooflinePoint, _as_list
+
+MAX_TASKS_LIMIT = 10**15
+"""Largest ``max_tasks`` :func:`plot_latency_throughput` accepts (far beyond any lesson, well inside float range)."""
+
+
+def _check_ax(name: str, ax: object) -> None:
+    """Raise a TypeError naming ``name`` unless ``ax`` looks like a matplotlib Axes."""
+    if not (hasattr(ax, "plot") and hasattr(ax, "scatter") and hasattr(ax, "annotate")):
+        raise TypeError(f"{name} must be a matplotlib Axes, got {type(ax).__name__}")
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,7 @@ def plot_latency_throughput(pools: Iterable[WorkerPool], max_tasks: int = 10**6,
     """Plot time to finish and throughput against the number of tasks for each pool; return the two Axes."""
     import matplotlib.pyplot as plt
 
-    pools = list(pools)
+    pools = _as_list("pools", pools, WorkerPool)
     if not pools:
         raise ValueError("pools must contain at least one WorkerPool")
     for pool in pools:
@@ -56,10 +65,18 @@ def plot_latency_throughput(pools: Iterable[WorkerPool], max_tasks: int = 10**6,
     max_tasks = positive_int("max_tasks", max_tasks)
     if max_tasks < 2:
         raise ValueError(f"max_tasks must be >= 2, got {max_tasks}")
-    if axes is None:
+    if max_tasks > MAX_TASKS_LIMIT:
+        raise ValueError(f"max_tasks must be <= {MAX_TASKS_LIMIT:.0e}, got {max_tasks}")
+    if axes is not None:
+        if isinstance(axes, str) or not isinstance(axes, Iterable):
+            raise TypeError(f"axes must be a pair of matplotlib Axes or None, got {type(axes).__name__}")
+        axes = list(axes)
+        if len(axes) != 2:
+            raise ValueError(f"axes must hold two matplotlib Axes, got {len(axes)}")
+        for item in axes:
+            _check_ax("axes", item)
+    else:
         _, axes = plt.subplots(1, 2, figsize=(11, 4))
-    if len(axes) != 2:
-        raise ValueError(f"axes must hold two matplotlib Axes, got {len(axes)}")
     time_ax, rate_ax = axes
     counts = _task_counts(max_tasks)
     for pool in pools:
@@ -82,7 +99,7 @@ def plot_gpu_memory(specs: Iterable[GpuSpec], claim_gb: float | None = None, cla
     """Scatter each GPU's datasheet memory (GB) against its launch year, with an optional claimed ceiling."""
     import matplotlib.pyplot as plt
 
-    specs = list(specs)
+    specs = _as_list("specs", specs, GpuSpec)
     if not specs:
         raise ValueError("specs must contain at least one GpuSpec")
     for spec in specs:
@@ -90,7 +107,11 @@ def plot_gpu_memory(specs: Iterable[GpuSpec], claim_gb: float | None = None, cla
             raise TypeError(f"specs must contain GpuSpec objects, got {type(spec).__name__}")
     if not isinstance(claim_label, str):
         raise TypeError(f"claim_label must be a str, got {type(claim_label).__name__}")
-    if ax is None:
+    if claim_gb is not None:
+        claim_gb = positive_number("claim_gb", claim_gb)
+    if ax is not None:
+        _check_ax("ax", ax)
+    else:
         _, ax = plt.subplots(figsize=(7, 4))
     ax.scatter([s.year for s in specs], [s.memory_gb for s in specs], zorder=3)
     placed: list[tuple[float, float]] = []
@@ -100,7 +121,7 @@ def plot_gpu_memory(specs: Iterable[GpuSpec], claim_gb: float | None = None, cla
                     xytext=(5, -12 if crowded else 4), fontsize=8)
         placed.append((spec.year, spec.memory_gb))
     if claim_gb is not None:
-        ax.axhline(positive_number("claim_gb", claim_gb), color="red", linestyle="--", linewidth=1,
+        ax.axhline(claim_gb, color="red", linestyle="--", linewidth=1,
                    label=f"{claim_label}: {claim_gb:g} GB")
         ax.legend(fontsize=8, loc="upper left")
     ax.set_xlabel("launch year")
@@ -113,13 +134,23 @@ def plot_gpu_memory(specs: Iterable[GpuSpec], claim_gb: float | None = None, cla
 def mark_points(ax, points: Iterable[RooflinePoint], color: str = "black", marker: str = "o",
                 label: str | None = None) -> None:
     """Draw roofline points on ``ax`` in one colour and marker, each annotated; ``label`` names the group in the legend."""
-    points = list(points)
+    from matplotlib.colors import is_color_like
+    from matplotlib.markers import MarkerStyle
+
+    _check_ax("ax", ax)
+    points = _as_list("points", points, RooflinePoint)
     for point in points:
         if not isinstance(point, RooflinePoint):
             raise TypeError(f"points must contain RooflinePoint objects, got {type(point).__name__}")
     for name, value in (("color", color), ("marker", marker)):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str (a matplotlib name such as 'black' or 'o'), got {type(value).__name__}")
+    if not is_color_like(color):
+        raise ValueError(f"color must be a matplotlib colour name such as 'black' or '#1f77b4', got {color!r}")
+    try:
+        MarkerStyle(marker)
+    except ValueError:
+        raise ValueError(f"marker must be a matplotlib marker such as 'o' or 's', got {marker!r}") from None
     if label is not None and not isinstance(label, str):
         raise TypeError(f"label must be a str or None, got {type(label).__name__}")
     for index, point in enumerate(points):

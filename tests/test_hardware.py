@@ -507,3 +507,11 @@ def test_environment_report_lists_each_gpu():
     table = report.table()
     assert "Tesla T4, 15.0 GiB, 40 SMs, compute capability 7.5" in table
     assert "tensorflow" in table and "not installed" in table and "90100" in table
+
+
+def test_table_names_an_openblas_kernel_override(monkeypatch) -> None:
+    """A forced OpenBLAS kernel (it can halve numpy's matmul rate) is shown in the report."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert "OPENBLAS_CORETYPE" in hardware.environment_report().table()
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert "OPENBLAS_CORETYPE" not in hardware.environment_report().table()

@@ -458,6 +458,10 @@ class EnvironmentReport:
                                         f"{gpu.compute_capability[0]}.{gpu.compute_capability[1]}"))
         if not self.gpus:
             rows.append(("GPU", "none visible"))
+        coretype = os.environ.get("OPENBLAS_CORETYPE")
+        if coretype:
+            rows.append(("OPENBLAS_CORETYPE", f"{coretype}: numpy's BLAS is told to use {coretype} kernels, "
+                                              "which may be narrower than this CPU's SIMD"))
         rows.append(("CUDA (torch build)", self.cuda_version or "-"))
         rows.append(("cuDNN", str(self.cudnn_version) if self.cudnn_version else "-"))
         rows += [(name, ver or "not installed") for name, ver in self.versions.items()]

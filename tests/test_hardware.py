@@ -422,11 +422,11 @@ def test_ridge_point_of_a_t4_from_its_datasheet():
 @pytest.mark.parametrize("name, dtype", [("T4", "bfloat16"), ("T4", "tf32"), ("V100", "bfloat16"),
                                          ("P100", "float16"), ("K80", "float16")])
 def test_peak_flops_rejects_a_dtype_the_chip_lacks_naming_dtype(name, dtype):
-    with pytest.raises(ValueError, match=rf"^dtype='{dtype}': the {name} has no Tensor Core support"):
+    with pytest.raises(ValueError, match=rf"^dtype='{dtype}': the {name} has no datasheet figure"):
         GPU_SPECS[name].peak_flops(dtype)
 
 
-@pytest.mark.parametrize("dtype, error", [("float64", ValueError), ("int8", ValueError), ("fp16", ValueError),
+@pytest.mark.parametrize("dtype, error", [("float128", ValueError), ("int8", ValueError), ("fp16", ValueError),
                                           (None, TypeError), (16, TypeError)])
 def test_peak_flops_rejects_unknown_dtypes_naming_dtype(dtype, error):
     with pytest.raises(error, match=r"^dtype must be"):
@@ -515,3 +515,10 @@ def test_table_names_an_openblas_kernel_override(monkeypatch) -> None:
     assert "OPENBLAS_CORETYPE" in hardware.environment_report().table()
     monkeypatch.delenv("OPENBLAS_CORETYPE")
     assert "OPENBLAS_CORETYPE" not in hardware.environment_report().table()
+
+
+@pytest.mark.parametrize("spec", list(GPU_SPECS.values()), ids=lambda s: s.name)
+def test_datasheet_fp32_is_cores_times_two_times_clock(spec) -> None:
+    """The float32 figure is CUDA cores x 2 (FMA) x boost clock, so the three datasheet fields agree."""
+    assert spec.cuda_cores * 2 * spec.boost_clock_ghz * 1e9 == pytest.approx(spec.peak_flops("float32"), rel=0.01)
+    assert spec.sms > 0 and 0 < spec.fp64_tflops <= spec.fp32_tflops

@@ -343,14 +343,18 @@ class GpuSpec:
     bf16_tensor_tflops: float | None
     source: str
     notes: str = ""
+    fp64_tflops: float | None = None
+    cuda_cores: int | None = None
+    sms: int | None = None
+    boost_clock_ghz: float | None = None
 
     def peak_flops(self, dtype: str = "float32") -> float:
-        """Datasheet peak FLOP/s for ``dtype``: 'float32' (CUDA cores), 'tf32', 'float16' or 'bfloat16' (Tensor Cores)."""
-        one_of("dtype", dtype, ("float32", "tf32", "float16", "bfloat16"))
-        tflops = {"float32": self.fp32_tflops, "tf32": self.tf32_tensor_tflops,
+        """Datasheet peak FLOP/s for ``dtype``: 'float64' or 'float32' (CUDA cores), 'tf32', 'float16', 'bfloat16' (Tensor Cores)."""
+        one_of("dtype", dtype, ("float64", "float32", "tf32", "float16", "bfloat16"))
+        tflops = {"float64": self.fp64_tflops, "float32": self.fp32_tflops, "tf32": self.tf32_tensor_tflops,
                   "float16": self.fp16_tensor_tflops, "bfloat16": self.bf16_tensor_tflops}[dtype]
         if tflops is None:
-            raise ValueError(f"dtype={dtype!r}: the {self.name} has no Tensor Core support for it (datasheet)")
+            raise ValueError(f"dtype={dtype!r}: the {self.name} has no datasheet figure for it")
         return tflops * 1e12
 
     @property
@@ -364,19 +368,26 @@ _DENSE = "NVIDIA datasheet; Tensor Core figures dense (the datasheet's 'with spa
 GPU_SPECS: dict[str, GpuSpec] = {spec.name: spec for spec in (
     GpuSpec("K80", "Kepler", 2014, 24, 480, 8.73, None, None, None,
             "NVIDIA Tesla K80 datasheet (board of two GK210 GPUs, totals, with GPU Boost)",
-            "4992 CUDA cores and 24 GB are the sum over two GPUs; one process sees one GPU with 12 GB"),
+            "4992 CUDA cores and 24 GB are the sum over two GPUs; one process sees one GPU with 12 GB", fp64_tflops=2.91, cuda_cores=4992, sms=26, boost_clock_ghz=0.875),
     GpuSpec("P100", "Pascal", 2016, 16, 732, 10.6, None, None, None,
             "NVIDIA Tesla P100 datasheet (SXM2)",
-            "no Tensor Cores; FP16 reaches 21.2 TFLOPS through paired half-precision arithmetic"),
+            "no Tensor Cores; FP16 reaches 21.2 TFLOPS through paired half-precision arithmetic", fp64_tflops=5.3, cuda_cores=3584, sms=56, boost_clock_ghz=1.48),
     GpuSpec("V100", "Volta", 2017, 32, 900, 15.7, None, 125, None,
-            "NVIDIA V100 datasheet (SXM2)", "first Tensor Cores (FP16 in, FP16/FP32 accumulate)"),
+            "NVIDIA V100 datasheet (SXM2)", "first Tensor Cores (FP16 in, FP16/FP32 accumulate)", fp64_tflops=7.8, cuda_cores=5120, sms=80, boost_clock_ghz=1.53),
     GpuSpec("T4", "Turing", 2018, 16, 320, 8.1, None, 65, None,
-            "NVIDIA T4 datasheet", "Colab's free GPU; 70 W; INT8 130 TOPS; no BF16 or TF32"),
-    GpuSpec("A100-40GB", "Ampere", 2020, 40, 1555, 19.5, 156, 312, 312, _DENSE + " (SXM)"),
-    GpuSpec("A100-80GB", "Ampere", 2020, 80, 2039, 19.5, 156, 312, 312, _DENSE + " (SXM)"),
-    GpuSpec("L4", "Ada Lovelace", 2023, 24, 300, 30.3, 60, 121, 121, _DENSE),
-    GpuSpec("H100", "Hopper", 2022, 80, 3350, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)"),
-    GpuSpec("H200", "Hopper", 2024, 141, 4800, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)"),
+            "NVIDIA T4 datasheet; SMs, clock and FP64 (1/32 of FP32) from NVIDIA's Turing whitepaper",
+            "Colab's free GPU; 70 W; INT8 130 TOPS; no BF16 or TF32", fp64_tflops=0.25, cuda_cores=2560, sms=40, boost_clock_ghz=1.59),
+    GpuSpec("A100-40GB", "Ampere", 2020, 40, 1555, 19.5, 156, 312, 312, _DENSE + " (SXM)",
+            fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41),
+    GpuSpec("A100-80GB", "Ampere", 2020, 80, 2039, 19.5, 156, 312, 312, _DENSE + " (SXM)",
+            fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41),
+    GpuSpec("L4", "Ada Lovelace", 2023, 24, 300, 30.3, 60, 121, 121,
+            _DENSE + "; SMs, clock and FP64 (1/64 of FP32) from NVIDIA's Ada whitepaper",
+            fp64_tflops=0.47, cuda_cores=7424, sms=58, boost_clock_ghz=2.04),
+    GpuSpec("H100", "Hopper", 2022, 80, 3350, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)",
+            fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98),
+    GpuSpec("H200", "Hopper", 2024, 141, 4800, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)",
+            fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98),
 )}
 """Datasheet figures (not measurements) for the GPUs a learner meets, keyed by short name."""
 

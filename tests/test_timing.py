@@ -1,4 +1,5 @@
-"""Tests of gpucourse.timing: warm-up, synchronisation, repeats, median, and the sync hook per device."""
+"""Tests of gpucourse.timing: warm-up, synchronisation, repeats, median, the sync hook per device, CUDA events,
+agreement with torch.utils.benchmark, FLOP/s and the plausibility guard."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpucourse.timing import BenchmarkResult, benchmark, sync_for
+from gpucourse.timing import BenchmarkResult, benchmark, flops_per_second, plausibility, sync_for
 
 PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
 
@@ -222,3 +223,235 @@ def test_sync_for_cuda_with_gpus_syncs_the_named_device(monkeypatch, no_gpu):
     assert calls == [None, "cuda:1", "cuda:0"]
     with pytest.raises(ValueError, match=r"^device='cuda:2' but only 2 CUDA GPU"):
         sync_for("cuda:2")
+
+
+# --------------------------------------------------------------------------- summary statistics and clocks
+
+def test_benchmark_result_mean_max_stdev_and_relative_spread():
+    result = BenchmarkResult(times_s=(1.0, 2.0, 3.0, 4.0, 100.0), warmup=0)
+    assert result.mean_s == pytest.approx(22.0)  # one slow repeat drags the mean far from the median (3.0)
+    assert result.max_s == 100.0
+    assert result.stdev_s == pytest.approx(statistics.stdev([1.0, 2.0, 3.0, 4.0, 100.0]))
+    assert result.relative_spread == pytest.approx(2.0 / 3.0)
+
+
+def test_benchmark_result_of_one_repeat_has_no_spread():
+    result = BenchmarkResult(times_s=(0.5,), warmup=0)
+    assert result.stdev_s == 0.0 and result.relative_spread == 0.0 and result.mean_s == 0.5
+
+
+def test_benchmark_result_relative_spread_of_zero_times_is_zero():
+    assert BenchmarkResult(times_s=(0.0, 0.0), warmup=0).relative_spread == 0.0
+
+
+def test_benchmark_result_clock_defaults_to_host_and_is_reported():
+    result = BenchmarkResult(times_s=(0.001,), warmup=1)
+    assert result.clock == "host" and "host clock" in str(result) and "mean 1.000 ms" in str(result)
+    assert "cuda events clock" in str(BenchmarkResult(times_s=(0.001,), warmup=1, clock="cuda events"))
+
+
+@pytest.mark.parametrize("clock, error", [("wall", ValueError), ("", ValueError), (None, TypeError)])
+def test_benchmark_result_rejects_an_unknown_clock(clock, error):
+    with pytest.raises(error, match="^clock"):
+        BenchmarkResult(times_s=(0.1,), warmup=0, clock=clock)
+
+
+# --------------------------------------------------------------------------- benchmark(device=...)
+
+@pytest.mark.parametrize("device", ["cpu", "cpu:0"])
+def test_benchmark_on_the_cpu_uses_the_host_clock(device):
+    rec = Recorder(sleep_s=0.002)
+    result = benchmark(rec.fn, warmup=1, repeats=3, device=device)
+    assert result.clock == "host" and rec.calls == 4
+    assert 0.0019 <= result.median_s < 0.05
+
+
+def test_benchmark_accepts_a_torch_device(no_gpu):
+    result = benchmark(lambda: None, warmup=0, repeats=2, device=no_gpu.device("cpu"))
+    assert result.clock == "host" and len(result.times_s) == 2
+
+
+@pytest.mark.parametrize("device, error", [("gpu", ValueError), ("cuda", ValueError), (0, TypeError),
+                                           (["cpu"], TypeError)], ids=repr)
+def test_benchmark_rejects_a_bad_or_absent_device_before_running(no_gpu, device, error):
+    rec = Recorder()
+    with pytest.raises(error, match=r"^device"):
+        benchmark(rec.fn, device=device)
+    assert rec.calls == 0
+
+
+def test_benchmark_with_an_explicit_sync_keeps_it_on_the_cpu():
+    rec = Recorder()
+    benchmark(rec.fn, warmup=1, repeats=2, sync=rec.sync, device="cpu")
+    assert rec.events == ["fn", "sync", "fn", "sync", "fn", "sync"]
+
+
+class FakeCudaEvent:
+    """Stands in for torch.cuda.Event: records the host clock, reports milliseconds like the real one."""
+
+    log: list[str] = []
+
+    def __init__(self, enable_timing: bool = False):
+        assert enable_timing, "timing events need enable_timing=True"
+        self.at = None
+
+    def record(self, stream=None) -> None:
+        self.at = time.perf_counter()
+        FakeCudaEvent.log.append("record")
+
+    def synchronize(self) -> None:
+        FakeCudaEvent.log.append("event sync")
+
+    def elapsed_time(self, end: "FakeCudaEvent") -> float:
+        return (end.at - self.at) * 1e3
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch, no_gpu):
+    """torch with one pretend CUDA GPU: events, device context and synchronize replaced by recorders."""
+    import contextlib
+
+    torch = no_gpu
+    FakeCudaEvent.log = []
+    devices = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: FakeCudaEvent.log.append("device sync"))
+    monkeypatch.setattr(torch.cuda, "Event", FakeCudaEvent)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: devices.append(device) or contextlib.nullcontext())
+    return devices
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_benchmark_on_a_cuda_device_times_with_events_between_record_calls(fake_cuda, device):
+    rec = Recorder(sleep_s=0.003)
+    result = benchmark(rec.fn, warmup=2, repeats=3, device=device)
+    assert result.clock == "cuda events" and rec.calls == 5 and len(result.times_s) == 3
+    assert all(0.0029 <= t < 0.05 for t in result.times_s), "elapsed_time is in ms: the result must be in s"
+    assert FakeCudaEvent.log == ["device sync"] + ["record", "record", "event sync", "device sync"] * 3
+    assert [str(d) for d in fake_cuda] == [device]
+
+
+def test_benchmark_on_a_cuda_device_uses_a_given_sync_instead_of_the_device_sync(fake_cuda):
+    rec = Recorder()
+    benchmark(rec.fn, warmup=1, repeats=2, sync=rec.sync, device="cuda")
+    assert rec.events == ["fn", "sync", "fn", "sync", "fn", "sync"]
+    assert "device sync" not in FakeCudaEvent.log
+
+
+def _has_cuda() -> bool:
+    """True if torch is installed and sees a CUDA GPU."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+def test_benchmark_with_cuda_events_agrees_with_the_host_clock_on_a_real_gpu():
+    import torch
+
+    a = torch.randn(2048, 2048, device="cuda")
+    events = benchmark(lambda: a @ a, warmup=3, repeats=10, device="cuda")
+    host = benchmark(lambda: a @ a, warmup=3, repeats=10, sync=sync_for("cuda"))
+    assert events.clock == "cuda events" and host.clock == "host"
+    assert events.median_s <= host.median_s * 1.1  # the host clock adds launch and sync overhead, never less
+    assert events.median_s >= host.median_s * 0.5
+
+
+# --------------------------------------------------------------------------- agreement with torch.utils.benchmark
+
+def test_benchmark_agrees_with_torch_utils_benchmark_on_the_cpu_within_10_percent():
+    """Same matmul (~0.3 ms), same thread count (1), 11 interleaved rounds; the medians agree within 10%.
+
+    Both measure single calls (Timer.timeit(number=1)), so a call disturbed by other processes on a busy
+    machine spoils one sample of each, not a whole block of calls; a short workload is disturbed less often.
+    """
+    torch = pytest.importorskip("torch")
+    from torch.utils.benchmark import Timer
+
+    threads = 1
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(256, 256, generator=generator), torch.randn(256, 256, generator=generator)
+    timer = Timer(stmt="a @ b", globals={"a": a, "b": b}, num_threads=threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ours, theirs = [], []
+        for _ in range(11):
+            ours.append(benchmark(lambda: a @ b, warmup=2, repeats=15).median_s)
+            theirs.append(statistics.median(timer.timeit(number=1).median for _ in range(15)))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.get_num_threads() == before
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    assert 0.9 <= ratio <= 1.1, f"ours {statistics.median(ours) * 1e3:.3f} ms vs torch {statistics.median(theirs) * 1e3:.3f} ms"
+
+
+# --------------------------------------------------------------------------- FLOP/s and the plausibility guard
+
+def test_flops_per_second_divides():
+    assert flops_per_second(2 * 1024**3, 0.01) == pytest.approx(2 * 1024**3 / 0.01)
+
+
+@pytest.mark.parametrize("flops, seconds, error, argname", [
+    (0, 1.0, ValueError, "flops"), (1e9, 0, ValueError, "seconds"), (1e9, -1.0, ValueError, "seconds"),
+    ("1e9", 1.0, TypeError, "flops"), (1e9, None, TypeError, "seconds"), (1e9, float("nan"), ValueError, "seconds"),
+])
+def test_flops_per_second_rejects_bad_input_naming_it(flops, seconds, error, argname):
+    with pytest.raises(error, match=rf"^{argname}\b"):
+        flops_per_second(flops, seconds)
+
+
+@pytest.mark.parametrize("rate, verdict", [
+    (8.1e12, "plausible"),           # exactly at peak
+    (8.1e12 * 1.0001, "above peak"),
+    (40e12, "above peak"),           # an unsynchronised GPU timing
+    (8.1e10, "plausible"),           # exactly 1% of peak
+    (8.0e10, "far below peak"),
+    (0.0, "far below peak"),
+    (2e12, "plausible"),
+])
+def test_plausibility_verdicts_against_a_t4_float32_peak(rate, verdict):
+    check = plausibility(rate, 8.1e12)
+    assert check.verdict == verdict and check.ok == (verdict == "plausible")
+    assert check.fraction_of_peak == pytest.approx(rate / 8.1e12)
+    assert str(check).startswith(verdict + ":")
+
+
+def test_plausibility_advice_names_the_likely_mistake():
+    assert "synchronisation" in plausibility(1e15, 1e12).advice
+    assert "float64" in plausibility(1e8, 1e12).advice
+    assert "believable" in plausibility(5e11, 1e12).advice
+
+
+def test_plausibility_margin_and_floor():
+    assert plausibility(1.05e12, 1e12, margin=0.1).verdict == "plausible"
+    assert plausibility(1.15e12, 1e12, margin=0.1).verdict == "above peak"
+    assert plausibility(5e10, 1e12, floor=0.1).verdict == "far below peak"
+    assert plausibility(5e10, 1e12, floor=0.0).verdict == "plausible"
+
+
+@pytest.mark.parametrize("args, kwargs, error, argname", [
+    ((-1.0, 1e12), {}, ValueError, "flops_per_s"),
+    (("fast", 1e12), {}, TypeError, "flops_per_s"),
+    ((1e9, 0), {}, ValueError, "peak_flops"),
+    ((1e9, None), {}, TypeError, "peak_flops"),
+    ((1e9, 1e12), {"floor": 1.0}, ValueError, "floor"),
+    ((1e9, 1e12), {"floor": -0.1}, ValueError, "floor"),
+    ((1e9, 1e12), {"margin": -0.1}, ValueError, "margin"),
+], ids=str)
+def test_plausibility_rejects_bad_input_naming_it(args, kwargs, error, argname):
+    with pytest.raises(error, match=rf"^{argname}\b"):
+        plausibility(*args, **kwargs)
+
+
+@PROPERTY
+@given(rate=st.floats(0, 1e16), peak=st.floats(1e6, 1e15))
+def test_plausibility_verdict_follows_the_fraction_of_peak(rate, peak):
+    check = plausibility(rate, peak)
+    fraction = rate / peak
+    expected = "above peak" if fraction > 1 else "far below peak" if fraction < 0.01 else "plausible"
+    assert check.verdict == expected

@@ -3,14 +3,59 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
+import tempfile
 
 __version__ = "0.1.0"
 
 
 def quiet_frameworks() -> None:
-    """Silence TensorFlow's start-up log lines (must run before TensorFlow is imported)."""
+    """Silence TensorFlow's and the PyTorch profiler's start-up log lines (run before importing them)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the PyTorch profiler's start/stop lines on stderr
+
+
+# Lines TensorFlow's C++ runtime writes to stderr at start-up whatever TF_CPP_MIN_LOG_LEVEL says (before its
+# logging is initialised), or that report a missing GPU on a CPU-only machine: known, harmless, never errors.
+_TF_STARTUP_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR|"
+    r"cudart_stub\.cc.*Could not find cuda drivers|failed call to cuInit|oneDNN custom operations are on|"
+    r"This TensorFlow binary is optimized|Unable to register cu(?:DNN|FFT|BLAS) factory|"
+    r"computation placer already registered|TF-TRT Warning: Could not find TensorRT|"
+    r"To enable the following instructions: .* in other operations, rebuild TensorFlow")
+
+
+def import_tensorflow():
+    """Import TensorFlow quietly (known start-up lines dropped from stderr), GPU memory growth on; return the module.
+
+    By default TensorFlow reserves almost all of a GPU's memory when it first uses it, which would leave none for
+    PyTorch in the same notebook; with memory growth on it takes only what it needs.
+    """
+    quiet_frameworks()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)  # the C++ runtime writes to file descriptor 2, not to sys.stderr
+        try:
+            import tensorflow as tf
+
+            for gpu in tf.config.list_physical_devices("GPU"):  # finds the devices (and reports a missing GPU)
+                try:
+                    tf.config.experimental.set_memory_growth(gpu, True)
+                except RuntimeError:  # TensorFlow already runs on it (the cell ran before): too late to change
+                    pass
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            other = [line for line in captured.read().decode("utf-8", "replace").splitlines()
+                     if line.strip() and not _TF_STARTUP_NOISE.search(line)]
+            if other:  # anything else TensorFlow said is passed on, so no error is hidden
+                print("\n".join(other), file=sys.stderr)
+    return tf
 
 
 def setup() -> "hardware.EnvironmentReport":
@@ -23,4 +68,4 @@ def setup() -> "hardware.EnvironmentReport":
     return report
 
 
-__all__ = ["__version__", "quiet_frameworks", "setup"]
+__all__ = ["__version__", "quiet_frameworks", "import_tensorflow", "setup"]

@@ -1,4 +1,9 @@
-"""Timing done right: warm-up, synchronisation, repeats and the median."""
+"""Timing done right: warm-up, synchronisation, repeats and the median; FLOP/s and a plausibility guard.
+
+``benchmark`` times with CUDA events on a CUDA device and with the host's high-resolution clock
+(``time.perf_counter``) everywhere else; ``plausibility`` flags a rate above the device's peak (a missing
+synchronisation) or far below it (something other than the work was timed).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +14,19 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import non_negative_int, non_negative_number, positive_int
+from gpucourse._validate import non_negative_int, non_negative_number, one_of, positive_int, positive_number
+
+CLOCKS = ("host", "cuda events")
+"""How a BenchmarkResult was timed: the host's perf_counter, or CUDA events recorded on the GPU's stream."""
 
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """Wall-clock times of repeated calls, in seconds, with their summary statistics."""
+    """Times of repeated calls in seconds (host clock or CUDA events), with their summary statistics."""
 
     times_s: tuple[float, ...]
     warmup: int
+    clock: str = "host"
 
     def __post_init__(self) -> None:
         if isinstance(self.times_s, (str, bytes)) or not isinstance(self.times_s, Iterable):
@@ -27,6 +36,7 @@ class BenchmarkResult:
             raise ValueError("times_s must hold at least one time")
         object.__setattr__(self, "times_s", times)
         non_negative_int("warmup", self.warmup)
+        one_of("clock", self.clock, CLOCKS)
 
     @property
     def median_s(self) -> float:
@@ -34,9 +44,24 @@ class BenchmarkResult:
         return statistics.median(self.times_s)
 
     @property
+    def mean_s(self) -> float:
+        """Mean time of one call: pulled up by every slow outlier (compare it with the median)."""
+        return statistics.fmean(self.times_s)
+
+    @property
     def min_s(self) -> float:
         """Fastest call."""
         return min(self.times_s)
+
+    @property
+    def max_s(self) -> float:
+        """Slowest call."""
+        return max(self.times_s)
+
+    @property
+    def stdev_s(self) -> float:
+        """Sample standard deviation of the calls (0 for a single repeat)."""
+        return statistics.stdev(self.times_s) if len(self.times_s) > 1 else 0.0
 
     @property
     def iqr_s(self) -> float:
@@ -46,9 +71,15 @@ class BenchmarkResult:
         q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
         return q3 - q1
 
+    @property
+    def relative_spread(self) -> float:
+        """IQR / median: 0.02 means the middle half of the repeats spans 2% of the median."""
+        return self.iqr_s / self.median_s if self.median_s > 0 else 0.0
+
     def __str__(self) -> str:
-        return (f"median {self.median_s * 1e3:.3f} ms  (min {self.min_s * 1e3:.3f} ms, "
-                f"IQR {self.iqr_s * 1e3:.3f} ms, {len(self.times_s)} repeats after {self.warmup} warm-up)")
+        return (f"median {self.median_s * 1e3:.3f} ms  (min {self.min_s * 1e3:.3f} ms, mean {self.mean_s * 1e3:.3f} ms, "
+                f"IQR {self.iqr_s * 1e3:.3f} ms, {len(self.times_s)} repeats after {self.warmup} warm-up, "
+                f"{self.clock} clock)")
 
 
 def _no_sync() -> None:
@@ -85,24 +116,125 @@ def sync_for(device: object) -> Callable[[], None]:
     return torch.mps.synchronize
 
 
-def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,
-              sync: Callable[[], None] | None = None) -> BenchmarkResult:
-    """Time ``fn()``: ``warmup`` untimed calls, then ``repeats`` timed calls, each closed by ``sync()``."""
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    warmup = non_negative_int("warmup", warmup)
-    repeats = positive_int("repeats", repeats)
-    if sync is None:
-        sync = _no_sync
-    elif not callable(sync):
-        raise TypeError(f"sync must be callable or None, got {type(sync).__name__}")
-    for _ in range(warmup):
-        fn()
-    sync()
+def _is_cuda(device: object) -> bool:
+    """True if ``device`` (a str or torch.device) names a CUDA device."""
+    return str(device).split(":")[0] == "cuda"
+
+
+def _host_times(fn: Callable[[], object], repeats: int, sync: Callable[[], None]) -> list[float]:
+    """Time each call with the host's high-resolution clock, from before the call until sync() returns."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         sync()
         times.append(time.perf_counter() - start)
-    return BenchmarkResult(times_s=tuple(times), warmup=warmup)
+    return times
+
+
+def _cuda_event_times(fn: Callable[[], object], repeats: int, sync: Callable[[], None], device: object) -> list[float]:
+    """Time each call with a pair of CUDA events recorded on the device's current stream."""
+    import torch
+
+    times = []
+    with torch.cuda.device(torch.device(str(device))):
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()  # wait until the GPU has reached the end event
+            sync()  # and for any other stream the work used
+            times.append(start.elapsed_time(end) / 1e3)  # elapsed_time is in milliseconds
+    return times
+
+
+def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,
+              sync: Callable[[], None] | None = None, device: object = None) -> BenchmarkResult:
+    """Time ``fn()``: ``warmup`` untimed calls, a sync, then ``repeats`` timed calls, each closed by ``sync()``.
+
+    With ``device`` (a str or torch.device, e.g. ``hardware.pick_device()``) the sync defaults to that device's,
+    and on a CUDA device each call is timed with CUDA events; otherwise with ``time.perf_counter``.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    warmup = non_negative_int("warmup", warmup)
+    repeats = positive_int("repeats", repeats)
+    if sync is not None and not callable(sync):
+        raise TypeError(f"sync must be callable or None, got {type(sync).__name__}")
+    device_sync = _no_sync if device is None else sync_for(device)  # validates the device
+    if sync is None:
+        sync = device_sync
+    for _ in range(warmup):
+        fn()
+    sync()  # queued warm-up work must not land in the first timed call
+    if device is not None and _is_cuda(device):
+        return BenchmarkResult(times_s=tuple(_cuda_event_times(fn, repeats, sync, device)), warmup=warmup,
+                               clock="cuda events")
+    return BenchmarkResult(times_s=tuple(_host_times(fn, repeats, sync)), warmup=warmup)
+
+
+def flops_per_second(flops: float, seconds: float) -> float:
+    """Rate of a timed operation: ``flops`` floating-point operations done in ``seconds``."""
+    return positive_number("flops", flops) / positive_number("seconds", seconds)
+
+
+# --------------------------------------------------------------------------- plausibility guard
+
+VERDICTS = ("plausible", "above peak", "far below peak")
+
+
+@dataclass(frozen=True)
+class RateCheck:
+    """A measured rate set against the device's peak: is the timing believable?"""
+
+    flops_per_s: float
+    peak_flops: float
+    floor: float = 0.01
+    margin: float = 0.0
+
+    @property
+    def fraction_of_peak(self) -> float:
+        """Measured rate / peak (1.0 means the device ran at its peak)."""
+        return self.flops_per_s / self.peak_flops
+
+    @property
+    def verdict(self) -> str:
+        """'above peak' (impossible), 'far below peak' (under ``floor`` of it) or 'plausible'."""
+        if self.fraction_of_peak > 1.0 + self.margin:
+            return "above peak"
+        if self.fraction_of_peak < self.floor:
+            return "far below peak"
+        return "plausible"
+
+    @property
+    def ok(self) -> bool:
+        """True if the verdict is 'plausible'."""
+        return self.verdict == "plausible"
+
+    @property
+    def advice(self) -> str:
+        """What the verdict most likely means."""
+        if self.verdict == "above peak":
+            return ("faster than the hardware can compute: the timer stopped before the work finished "
+                    "(a missing synchronisation), or the FLOP count or the peak is wrong")
+        if self.verdict == "far below peak":
+            return ("under {:.0%} of peak: the timed region holds more than the work (start-up, transfers, tensor "
+                    "creation), the dtype is slower than the one the peak is for (float64 on a GPU), or the "
+                    "problem is too small to fill the device".format(self.floor))
+        return "between the floor and the peak: believable (which does not prove it right)"
+
+    def __str__(self) -> str:
+        return (f"{self.verdict}: {self.flops_per_s / 1e9:,.3g} GFLOP/s = {self.fraction_of_peak:.2%} of "
+                f"{self.peak_flops / 1e9:,.4g} GFLOP/s peak; {self.advice}")
+
+
+def plausibility(flops_per_s: float, peak_flops: float, *, floor: float = 0.01, margin: float = 0.0) -> RateCheck:
+    """Check a measured rate against ``peak_flops``: above it (``margin`` tolerated) or below ``floor`` x peak is suspect."""
+    flops_per_s = non_negative_number("flops_per_s", flops_per_s)
+    peak_flops = positive_number("peak_flops", peak_flops)
+    floor = non_negative_number("floor", floor)
+    if floor >= 1:
+        raise ValueError(f"floor must be a fraction of the peak below 1 (e.g. 0.01), got {floor}")
+    return RateCheck(flops_per_s=flops_per_s, peak_flops=peak_flops, floor=floor,
+                     margin=non_negative_number("margin", margin))

@@ -1,0 +1,290 @@
+"""Device placement: one device for PyTorch and TensorFlow, TensorFlow's configuration, transfer bandwidth.
+
+PyTorch and TensorFlow are imported inside the functions that need them, so ``import gpucourse`` stays light.
+The device itself always comes from :func:`gpucourse.hardware.pick_device`; nothing here hard-codes a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpucourse._validate import positive_int, positive_number
+from gpucourse.timing import benchmark, sync_for
+
+
+def _pcie_bytes_per_s(gigatransfers_per_s: float, lanes: int = 16) -> float:
+    """Theoretical bandwidth of a PCIe 3.0+ link per direction: transfers/s x lanes x 128/130 (encoding) / 8 bits."""
+    return gigatransfers_per_s * 1e9 * lanes * (128 / 130) / 8
+
+
+PCIE_SPECS: dict[str, float] = {
+    "PCIe 3.0 x16": _pcie_bytes_per_s(8.0),
+    "PCIe 4.0 x16": _pcie_bytes_per_s(16.0),
+    "PCIe 5.0 x16": _pcie_bytes_per_s(32.0),
+}
+"""Specification bandwidth (bytes/s, one direction) of the host links GPUs sit on: 8, 16 and 32 GT/s per lane with
+128b/130b encoding (PCI-SIG base specifications 3.0, 4.0, 5.0). Theoretical figures, not measurements: real copies
+reach less (packet headers, the DMA engines, the host's memory). A T4 has a PCIe 3.0 x16 link, an L4 and an A100
+PCIe 4.0 x16, an H100 PCIe 5.0 x16 (NVIDIA datasheets)."""
+
+_TORCH_DEVICE = re.compile(r"(cpu|cuda|mps)(?::(\d+))?")
+
+
+# --------------------------------------------------------------------------- one device for both frameworks
+
+def tf_device_name(device: object = None) -> str:
+    """TensorFlow's name ('/GPU:0', '/CPU:0') for a PyTorch device (a torch.device or its name; None: pick_device()).
+
+    'cuda:N' maps to '/GPU:N' (both frameworks number the GPUs they can see the same way, after
+    CUDA_VISIBLE_DEVICES), Apple's 'mps' to '/GPU:0' (tensorflow-metal's name for it) and 'cpu' to '/CPU:0'.
+    """
+    if device is None:
+        from gpucourse.hardware import pick_device
+
+        device = pick_device()
+    if type(device).__module__ == "torch" and type(device).__name__ == "device":
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a torch.device or a str such as 'cuda:0' or 'cpu', "
+                        f"got {type(device).__name__} ({device!r})")
+    match = _TORCH_DEVICE.fullmatch(device)
+    if match is None:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}")
+    kind, index = match.groups()
+    if kind == "cpu":
+        return "/CPU:0"
+    return f"/GPU:{index or 0}" if kind == "cuda" else "/GPU:0"
+
+
+# --------------------------------------------------------------------------- TensorFlow's configuration
+
+@dataclass(frozen=True)
+class TensorFlowSetup:
+    """What :func:`configure_tensorflow` found and did."""
+
+    version: str
+    gpus: tuple[str, ...]
+    memory_growth: tuple[bool, ...]
+    logical_devices: tuple[str, ...]
+    applied: bool
+    message: str
+    startup_log: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        devices = ", ".join(name.removeprefix("/device:") for name in self.logical_devices)
+        if self.gpus:
+            growth = ", ".join(f"{name.rsplit(':', 2)[-2]}:{name.rsplit(':', 1)[-1]} {'on' if on else 'off'}"
+                               for name, on in zip(self.gpus, self.memory_growth))
+            memory = f"memory growth: {growth}"
+        else:
+            memory = "no GPU visible, so memory growth has nothing to apply to"
+        lines = [f"TensorFlow {self.version}: logical devices {devices}; {memory}", self.message]
+        if self.startup_log:
+            lines.append(f"({len(self.startup_log)} start-up log line(s) from TensorFlow's C++ libraries captured "
+                         "in .startup_log instead of the notebook's stderr)")
+        return "\n".join(line for line in lines if line)
+
+
+@contextlib.contextmanager
+def _captured_stderr(lines: list[str]) -> Iterator[None]:
+    """Collect what is written to stderr, by Python and by C++ libraries (file descriptor 2), into ``lines``."""
+    python_stderr = io.StringIO()
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no usable descriptor 2 (e.g. pythonw): capture Python only
+        with contextlib.redirect_stderr(python_stderr):
+            yield
+        lines.extend(line for line in python_stderr.getvalue().splitlines() if line.strip())
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(python_stderr):
+                yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode("utf-8", errors="replace") + python_stderr.getvalue()
+            lines.extend(line for line in text.splitlines() if line.strip())
+
+
+def configure_tensorflow(memory_growth: bool = True, logical_cpus: int | None = None, *,
+                         strict: bool = False) -> TensorFlowSetup:
+    """Import and configure TensorFlow before its first op; return what it now runs on.
+
+    ``memory_growth``: let TensorFlow take GPU memory as it needs it instead of nearly all of it at start-up (so
+    PyTorch can share the GPU). ``logical_cpus``: split the CPU into this many logical devices ('/CPU:0',
+    '/CPU:1', ...), e.g. to try multi-device code without GPUs; None leaves the CPU as it is.
+
+    TensorFlow fixes its devices when it initialises (its first op, or listing logical devices, which this function
+    does last). Called again afterwards, e.g. by re-running a notebook cell, with the same settings it changes
+    nothing and succeeds (``applied`` True); with different ones it cannot apply them and says why in ``message``
+    (``applied`` False), or raises RuntimeError if ``strict``. TensorFlow's C++ start-up lines, which would reach
+    stderr whatever TF_CPP_MIN_LOG_LEVEL says, are kept in ``startup_log`` instead.
+    """
+    if not isinstance(memory_growth, bool):
+        raise TypeError(f"memory_growth must be True or False, got {type(memory_growth).__name__} ({memory_growth!r})")
+    if logical_cpus is not None:
+        logical_cpus = positive_int("logical_cpus", logical_cpus)
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict must be True or False, got {type(strict).__name__} ({strict!r})")
+    from gpucourse import quiet_frameworks
+
+    quiet_frameworks()  # no-op if the setup cell already did it; must precede the import below
+    log: list[str] = []
+    kept: list[str] = []
+    with _captured_stderr(log):
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        for gpu in gpus:
+            current = tf.config.experimental.get_memory_growth(gpu)
+            if current != memory_growth:
+                try:
+                    tf.config.experimental.set_memory_growth(gpu, memory_growth)
+                except RuntimeError:
+                    kept.append(f"memory growth of {gpu.name} stays {'on' if current else 'off'}")
+        if logical_cpus is not None:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            current_cpus = len(tf.config.get_logical_device_configuration(cpu) or [None])
+            if current_cpus != logical_cpus:
+                try:
+                    tf.config.set_logical_device_configuration(
+                        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(logical_cpus)])
+                except RuntimeError:
+                    kept.append(f"the CPU stays split into {current_cpus} logical device(s), not {logical_cpus}")
+        logical = tf.config.list_logical_devices()  # initialises TensorFlow: its devices are fixed from here on
+        growth = tuple(bool(tf.config.experimental.get_memory_growth(gpu)) for gpu in gpus)
+    if kept:
+        message = ("TensorFlow was already initialised (an op ran, or this cell ran before), so its devices can no "
+                   f"longer change: {'; '.join(kept)}. To change them, restart the kernel and run the notebook from "
+                   "the top, with configure_tensorflow() before any other TensorFlow code.")
+        if strict:
+            raise RuntimeError(message)
+    else:
+        message = ""
+    return TensorFlowSetup(version=tf.__version__, gpus=tuple(gpu.name for gpu in gpus), memory_growth=growth,
+                           logical_devices=tuple(device.name for device in logical), applied=not kept,
+                           message=message, startup_log=tuple(log))
+
+
+_LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
+_PLACEMENT_PREAMBLE = """\
+import tensorflow as tf
+for _gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(_gpu, True)
+tf.debugging.set_log_device_placement(True)
+"""
+
+
+def tf_placement_log(code: str, *, timeout_s: float = 120.0) -> list[str]:
+    """Run ``code`` in a fresh Python process with TensorFlow's placement log on; return the log's lines.
+
+    ``code`` sees ``tf`` (TensorFlow, imported, memory growth on). Each returned line names an op and the device it
+    ran on ('Executing op MatMul in device .../device:CPU:0'; for graphs, 'name: (Op): device'). A separate process
+    is used because TensorFlow writes this log from C++ to stderr, which a lesson silences and which must never
+    reach an autograded cell; a child process also leaves this kernel's TensorFlow state untouched.
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str of Python statements, got {type(code).__name__}")
+    timeout_s = positive_number("timeout_s", timeout_s)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "TF_ENABLE_ONEDNN_OPTS": "0"}
+    program = _PLACEMENT_PREAMBLE + textwrap.dedent(code)
+    try:
+        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"the placement-log run took more than timeout_s={timeout_s:g} s") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"code failed in the placement-log process (exit {done.returncode}):\n{tail}")
+    lines = []
+    for line in done.stderr.splitlines():
+        if "execute.cc" in line or "placer.cc" in line:
+            lines.append(_LOG_PREFIX.sub("", line).strip())
+    return lines
+
+
+# --------------------------------------------------------------------------- transfer bandwidth
+
+@dataclass(frozen=True)
+class TransferMeasurement:
+    """The median time to copy ``nbytes`` from host memory to ``device`` and the bandwidth it implies."""
+
+    nbytes: int
+    median_s: float
+    device: str
+    pinned: bool
+    non_blocking: bool
+    repeats: int
+
+    @property
+    def host_to_device(self) -> bool:
+        """False on a CPU-only machine, where the copy stays within main memory."""
+        return self.device != "cpu"
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes moved per second (each byte counted once)."""
+        return self.nbytes / self.median_s
+
+    @property
+    def kind(self) -> str:
+        """What was measured, in words."""
+        if not self.host_to_device:
+            return "host copy (no GPU: main memory to main memory, not a host-to-device transfer)"
+        memory = "pinned" if self.pinned else "pageable"
+        return f"host to {self.device}, {memory} memory{', non_blocking' if self.non_blocking else ''}"
+
+    def __str__(self) -> str:
+        return (f"{self.nbytes / 1e6:,.1f} MB in {self.median_s * 1e3:.3f} ms = {self.bandwidth / 1e9:.2f} GB/s "
+                f"[{self.kind}; median of {self.repeats}]")
+
+
+def measure_transfer_bandwidth(nbytes: int, pinned: bool = False, device: object = None, *,
+                               non_blocking: bool = False, repeats: int = 5) -> TransferMeasurement:
+    """Time copying ``nbytes`` from host memory to ``device`` (None: pick_device()); warm-up, sync, median.
+
+    ``pinned`` copies from page-locked host memory (CUDA only), which the GPU's copy engine reads directly;
+    pageable memory is first staged through a pinned buffer by the driver. ``non_blocking`` lets the copy return
+    before it finishes (the timing still waits for it). On a CPU-only machine the copy stays in main memory: the
+    result says so (``host_to_device`` False) and is no PCIe figure.
+    """
+    nbytes = positive_int("nbytes", nbytes)
+    repeats = positive_int("repeats", repeats)
+    for name, value in (("pinned", pinned), ("non_blocking", non_blocking)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
+    import torch
+
+    from gpucourse.hardware import pick_device
+
+    if device is None:
+        device = pick_device()
+    sync = sync_for(device)  # rejects unknown devices, and GPUs that are not there, by name
+    device = str(device)
+    if pinned and not device.startswith("cuda"):
+        raise ValueError(f"pinned=True needs a CUDA device (page-locked memory speeds up copies to a GPU), "
+                         f"got device={device!r}")
+    source = torch.ones(nbytes, dtype=torch.uint8)
+    if pinned:
+        source = source.pin_memory()
+    target = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    result = benchmark(lambda: target.copy_(source, non_blocking=non_blocking), warmup=2, repeats=repeats, sync=sync)
+    return TransferMeasurement(nbytes=nbytes, median_s=result.median_s, device=device, pinned=pinned,
+                               non_blocking=non_blocking, repeats=repeats)
+
+
+__all__ = ["PCIE_SPECS", "TensorFlowSetup", "TransferMeasurement", "configure_tensorflow", "measure_transfer_bandwidth",
+           "tf_device_name", "tf_placement_log"]

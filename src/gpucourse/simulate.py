@@ -1,0 +1,186 @@
+"""A simulated asynchronous GPU: see timing mistakes happen on a machine without one.
+
+A real GPU call returns to Python as soon as the kernel is *queued*; the GPU runs it later, in order, and
+``torch.cuda.synchronize()`` waits until the queue is empty. The first launch is slow: it creates the CUDA
+context and loads the kernel. :class:`SimulatedGPU` behaves the same way, with sleeps standing in for kernels
+and one background thread standing in for the GPU, so a timer that forgets to synchronise measures (almost)
+nothing on it::
+
+    with SimulatedGPU(kernel_s=0.02) as gpu:
+        gpu.launch()          # returns after the launch overhead; the "kernel" runs for 20 ms in the background
+        gpu.synchronize()     # returns when it has finished
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import weakref
+from typing import Any
+
+from gpucourse._validate import non_negative_int, non_negative_number, positive_int, positive_number
+
+MAX_SECONDS = 60.0
+"""Longest simulated duration accepted (a simulated kernel really sleeps that long)."""
+
+_STOP = object()
+
+
+def _seconds(name: str, value: object, *, positive: bool = False) -> float:
+    """Return ``value`` as seconds: a finite number (> 0 if ``positive``) of at most MAX_SECONDS."""
+    seconds = positive_number(name, value) if positive else non_negative_number(name, value)
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{name} must be <= {MAX_SECONDS:g} s (simulated durations really elapse), got {value}")
+    return seconds
+
+
+class _Stream:
+    """The simulated GPU's queue and its worker thread (kept apart from SimulatedGPU so it can be collected)."""
+
+    def __init__(self) -> None:
+        self.kernels: queue.Queue[Any] = queue.Queue()
+        self.stopping = threading.Event()
+        self.completed = 0
+        self.thread = threading.Thread(target=self._work, name="SimulatedGPU-stream", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        """Run queued kernels one after the other, in launch order, until told to stop."""
+        while True:
+            item = self.kernels.get()
+            try:
+                if item is _STOP:
+                    return
+                if not self.stopping.is_set():
+                    self.stopping.wait(item)  # "compute" for item seconds; a stop request cuts it short
+                self.completed += 1
+            finally:
+                self.kernels.task_done()
+
+    def stop(self) -> None:
+        """Drop the remaining work and end the thread."""
+        self.stopping.set()
+        self.kernels.put(_STOP)
+        self.thread.join(timeout=MAX_SECONDS)
+
+
+class SimulatedGPU:
+    """A pretend GPU on the CPU: calls queue work and return at once; ``synchronize()`` waits for it.
+
+    - ``kernel_s``: duration of one :meth:`launch` (the default kernel);
+    - ``init_s``: extra time of the first launch or copy (creating the "CUDA context" and loading the kernel),
+      spent in the caller, so even an unsynchronised timer sees it; ``synchronize()`` alone does not pay it;
+    - ``launch_s``: time each launch takes on the caller's side before it returns;
+    - ``flops_per_s``: the device's peak, which sets how long :meth:`matmul` runs;
+    - ``transfer_bytes_per_s``: speed of :meth:`to_device`, a blocking host-to-device copy;
+    - ``hiccup_every`` and ``hiccup_s``: every ``hiccup_every``-th kernel takes ``hiccup_s`` longer
+      (0 = never), a deterministic stand-in for the odd slow repeat.
+    """
+
+    def __init__(self, kernel_s: float = 0.02, *, init_s: float = 0.25, launch_s: float = 0.0002,
+                 flops_per_s: float = 1e12, transfer_bytes_per_s: float = 12e9, hiccup_every: int = 0,
+                 hiccup_s: float = 0.0) -> None:
+        self.kernel_s = _seconds("kernel_s", kernel_s, positive=True)
+        self.init_s = _seconds("init_s", init_s)
+        self.launch_s = _seconds("launch_s", launch_s)
+        self.flops_per_s = positive_number("flops_per_s", flops_per_s)
+        self.transfer_bytes_per_s = positive_number("transfer_bytes_per_s", transfer_bytes_per_s)
+        self.hiccup_every = non_negative_int("hiccup_every", hiccup_every)
+        self.hiccup_s = _seconds("hiccup_s", hiccup_s)
+        self.calls = 0
+        self.initialized = False
+        self._lock = threading.Lock()
+        self._stream = _Stream()
+        self._finalizer = weakref.finalize(self, self._stream.stop)  # no thread outlives its device
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def peak_flops(self) -> float:
+        """The simulated device's peak FLOP/s (its matmuls run exactly at it)."""
+        return self.flops_per_s
+
+    @property
+    def completed(self) -> int:
+        """Kernels that have finished running."""
+        return self._stream.completed
+
+    @property
+    def pending(self) -> int:
+        """Kernels launched but not finished yet."""
+        return self.calls - self.completed
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run."""
+        return not self._finalizer.alive
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.calls} kernels launched, {self.pending} pending"
+        return (f"SimulatedGPU(kernel_s={self.kernel_s:g}, init_s={self.init_s:g}, launch_s={self.launch_s:g}, "
+                f"flops_per_s={self.flops_per_s:g}; {state})")
+
+    # ------------------------------------------------------------------ the device's API
+
+    def _ensure_ready(self, initialise: bool = True) -> None:
+        """Refuse work after close(); with ``initialise``, pay the one-off start-up cost if it is still due."""
+        if self.closed:
+            raise RuntimeError("this SimulatedGPU is closed: create a new one")
+        if not initialise:
+            return
+        with self._lock:
+            if not self.initialized:
+                time.sleep(self.init_s)  # like creating a CUDA context and loading kernels: blocks the caller
+                self.initialized = True
+
+    def _enqueue(self, seconds: float) -> None:
+        """Pay the launch overhead and queue one kernel of ``seconds`` (plus a hiccup when one is due)."""
+        self._ensure_ready()
+        with self._lock:
+            self.calls += 1
+            if self.hiccup_every and self.calls % self.hiccup_every == 0:
+                seconds += self.hiccup_s
+            time.sleep(self.launch_s)
+            self._stream.kernels.put(seconds)
+
+    def launch(self, seconds: float | None = None) -> None:
+        """Queue one kernel that runs for ``seconds`` (default ``kernel_s``) and return without waiting for it."""
+        self._enqueue(self.kernel_s if seconds is None else _seconds("seconds", seconds))
+
+    def matmul(self, n: int) -> None:
+        """Queue an n x n matrix multiply: 2 n^3 FLOPs at ``flops_per_s``; returns without waiting for it."""
+        n = positive_int("n", n)
+        seconds = 2 * n**3 / self.flops_per_s
+        if seconds > MAX_SECONDS:
+            raise ValueError(f"n={n} would run for {seconds:.0f} s on this simulated device "
+                             f"(at most {MAX_SECONDS:g} s): use a smaller n or a larger flops_per_s")
+        self._enqueue(seconds)
+
+    def to_device(self, nbytes: int) -> None:
+        """Copy ``nbytes`` from the host: waits for queued kernels, then blocks for nbytes / transfer_bytes_per_s."""
+        nbytes = non_negative_int("nbytes", nbytes)
+        seconds = nbytes / self.transfer_bytes_per_s
+        if seconds > MAX_SECONDS:
+            raise ValueError(f"nbytes={nbytes} would take {seconds:.0f} s to copy on this simulated device "
+                             f"(at most {MAX_SECONDS:g} s): copy less or raise transfer_bytes_per_s")
+        self._ensure_ready()
+        self.synchronize()  # an ordinary (pageable) copy waits for the kernels before it
+        time.sleep(seconds)
+
+    def synchronize(self) -> None:
+        """Wait until every queued kernel has finished (like ``torch.cuda.synchronize()``)."""
+        self._ensure_ready(initialise=False)  # nothing launched yet means nothing to wait for
+        self._stream.kernels.join()
+
+    # ------------------------------------------------------------------ clean-up
+
+    def close(self) -> None:
+        """Stop the background thread, dropping queued work (safe to call twice)."""
+        self._finalizer()
+
+    def __enter__(self) -> SimulatedGPU:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,397 @@
+"""Tests of gpucourse.capstone: offline data, the CNN, the training loop and its measurements, budgets, costs."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import socket
+import time
+import types
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gpucourse import capstone  # noqa: E402
+from gpucourse.capstone import ImageData, TrainConfig  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
+REAL_PROBE = capstone.network_available  # the fixture below replaces it in the module, so no test downloads
+BAD_NUMBERS = [("1", TypeError), (None, TypeError), (True, TypeError), (-1.0, ValueError), (float("nan"), ValueError)]
+
+
+@pytest.fixture(autouse=True)
+def _offline_and_tidy(monkeypatch):
+    """No test may download: the network probe says no and Keras has no cache. Figures are closed afterwards."""
+    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: False)
+    monkeypatch.setattr(capstone, "_keras_cache_has", lambda name: False)
+    monkeypatch.delenv(capstone.OFFLINE_VARIABLE, raising=False)
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """One CPU thread, as the lesson uses for this tiny CNN: far steadier timings on a shared, busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def digits() -> ImageData:
+    return capstone.load_digits_data(seed=0)
+
+
+# --------------------------------------------------------------------------- data
+
+def test_fallback_dataset_loads_offline_with_the_right_shapes(digits):
+    data = capstone.load_data("mnist")
+    assert data.name == "digits" and "no network" in data.fallback_reason
+    assert len(data.train_y) + len(data.test_y) == 1797 and len(data.test_y) == 359
+    assert data.train_x.shape == (len(data.train_y), 1, 8, 8) and data.test_x.shape == (359, 1, 8, 8)
+    assert data.train_x.dtype == np.float32 and data.train_y.dtype == np.int64
+    assert 0.0 <= data.train_x.min() and data.train_x.max() == 1.0
+    assert set(np.unique(data.train_y)) == set(range(10)) and set(np.unique(data.test_y)) <= set(range(10))
+    assert data.image_size == 8 and data.num_classes == 10 and data.target_accuracy == 0.95
+    assert "fallback because" in data.describe() and "8x8" in data.describe()
+    np.testing.assert_array_equal(data.train_y, digits.train_y)  # the same seed gives the same split
+
+
+def test_offline_variable_and_argument_skip_the_download(monkeypatch):
+    def no_probe(*args, **kwargs):
+        raise AssertionError("offline mode must not probe the network")
+
+    monkeypatch.setattr(capstone, "network_available", no_probe)
+    assert "GPUCOURSE_OFFLINE" in capstone.load_data("fashion_mnist", offline=True).fallback_reason
+    monkeypatch.setenv(capstone.OFFLINE_VARIABLE, "1")
+    data = capstone.load_data("mnist")
+    assert data.name == "digits" and "GPUCOURSE_OFFLINE" in data.fallback_reason
+    assert capstone.load_data("digits").fallback_reason is None
+
+
+def test_a_failing_download_falls_back_with_its_reason(monkeypatch):
+    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+
+    def broken():
+        raise OSError("URL fetch failure")
+
+    monkeypatch.setattr(capstone, "import_keras", broken)
+    data = capstone.load_data("mnist")
+    assert data.name == "digits" and "download failed" in data.fallback_reason and "URL fetch" in data.fallback_reason
+
+
+def test_the_keras_path_builds_28x28_data(monkeypatch):
+    """With Keras answering (faked here: no download), the data keep Keras' arrays, scaled by 255."""
+    rng = np.random.default_rng(0)
+    arrays = ((rng.integers(0, 256, (50, 28, 28), dtype=np.uint8), rng.integers(0, 10, 50)),
+              (rng.integers(0, 256, (20, 28, 28), dtype=np.uint8), rng.integers(0, 10, 20)))
+    fake = types.SimpleNamespace(datasets=types.SimpleNamespace(fashion_mnist=types.SimpleNamespace(
+        load_data=lambda: arrays)))
+    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr(capstone, "import_keras", lambda: fake)
+    data = capstone.load_data("fashion_mnist", limit_train=30)
+    assert data.name == "fashion_mnist" and data.fallback_reason is None and data.target_accuracy == 0.85
+    assert data.train_x.shape == (30, 1, 28, 28) and data.test_x.shape == (20, 1, 28, 28)
+    assert data.class_names[0] == "T-shirt/top"
+    np.testing.assert_allclose(data.test_x[:, 0], arrays[1][0] / 255.0, rtol=1e-6)
+
+
+def test_subset_is_random_deterministic_and_bounded(digits):
+    small = digits.subset(100, 50, seed=3)
+    assert (len(small.train_y), len(small.test_y)) == (100, 50)
+    np.testing.assert_array_equal(small.train_y, digits.subset(100, 50, seed=3).train_y)
+    assert len(digits.subset(10**6).train_y) == len(digits.train_y)
+
+
+def test_network_probe_against_local_sockets():
+    """The real probe, against this machine only."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        assert REAL_PROBE(("127.0.0.1", port), timeout_s=2.0) is True
+    start = time.perf_counter()
+    assert REAL_PROBE(("127.0.0.1", port), timeout_s=1.0) is False  # closed now
+    assert time.perf_counter() - start < 1.5
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: capstone.load_data("cifar10"), ValueError),
+    (lambda: capstone.load_data(7), TypeError),
+    (lambda: capstone.load_data("mnist", offline="yes"), TypeError),
+    (lambda: capstone.load_data("mnist", limit_train=0), ValueError),
+    (lambda: capstone.load_data("mnist", timeout_s=0), ValueError),
+    (lambda: capstone.load_digits_data(test_fraction=1.5), ValueError),
+    (lambda: REAL_PROBE("localhost"), TypeError),
+    (lambda: REAL_PROBE(timeout_s=-1), ValueError),
+])
+def test_data_functions_reject_bad_arguments(call, error):
+    with pytest.raises(error):
+        call()
+
+
+def test_image_data_rejects_malformed_arrays(digits):
+    with pytest.raises(ValueError, match="raw_train"):
+        ImageData("digits", "x", np.zeros((3, 8, 4), np.uint8), np.zeros(3, np.int64), digits.raw_test,
+                  digits.test_y, 16.0, digits.class_names, 0.9)
+    with pytest.raises(ValueError, match="train_y"):
+        ImageData("digits", "x", digits.raw_train, digits.train_y[:-1], digits.raw_test, digits.test_y, 16.0,
+                  digits.class_names, 0.9)
+    with pytest.raises(ValueError, match="target_accuracy"):
+        ImageData("digits", "x", digits.raw_train, digits.train_y, digits.raw_test, digits.test_y, 16.0,
+                  digits.class_names, 1.5)
+
+
+def test_quiet_stderr_hides_c_level_output_and_restores_it(capfd):
+    with capstone.quiet_stderr():
+        os.write(2, b"hidden line from a C library\n")
+    os.write(2, b"visible\n")
+    assert capfd.readouterr().err == "visible\n"
+
+
+# --------------------------------------------------------------------------- the model
+
+@pytest.mark.parametrize("size, params, flops", [
+    (8, 160 + 4640 + 1290, 3 * (2 * 64 * 16 * 9 + 2 * 16 * 32 * 16 * 9 + 2 * 32 * 4 * 10)),
+    (28, 160 + 4640 + 15690, 3 * (2 * 784 * 16 * 9 + 2 * 196 * 32 * 16 * 9 + 2 * 32 * 49 * 10)),
+])
+def test_cnn_parameters_and_flops(size, params, flops):
+    model = capstone.small_cnn(size)
+    assert capstone.count_parameters(model) == params
+    assert capstone.training_flops_per_image(size) == flops
+    assert model(torch.zeros(2, 1, size, size)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: capstone.small_cnn(3), ValueError),
+    (lambda: capstone.small_cnn(8.0), TypeError),
+    (lambda: capstone.small_cnn(8, channels=16), TypeError),
+    (lambda: capstone.small_cnn(8, channels=(16, 0)), ValueError),
+    (lambda: capstone.small_cnn(8, num_classes=0), ValueError),
+    (lambda: capstone.training_flops_per_image(2), ValueError),
+    (lambda: capstone.count_parameters("model"), TypeError),
+])
+def test_model_functions_reject_bad_arguments(call, error):
+    with pytest.raises(error):
+        call()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="Keras is not installed")
+def test_keras_twin_has_the_same_parameter_count_and_trains(digits, capfd):
+    for size in (8, 28):
+        assert capstone.count_parameters(capstone.keras_small_cnn(size)) == capstone.count_parameters(
+            capstone.small_cnn(size))
+    result = capstone.train_keras(digits.subset(512, 200), epochs=2, batch_size=128, verbose=0)
+    assert 0 <= result.accuracy <= 1 and result.train_seconds > 0 and result.images_per_s > 0
+    assert result.policy == "float32" and capstone.count_parameters(result.model) == 6090
+    assert capfd.readouterr().err == ""  # TensorFlow's start-up lines are silenced
+    with pytest.raises(TypeError, match="data"):
+        capstone.train_keras("digits")
+    with pytest.raises(ValueError, match="precision"):
+        capstone.train_keras(digits, precision="float16")
+
+
+# --------------------------------------------------------------------------- training
+
+def test_a_short_training_run_improves_accuracy_and_measures_itself(digits):
+    untrained = capstone.evaluate(capstone.small_cnn(8), digits.test_x, digits.test_y, "cpu")
+    result = capstone.train(digits, TrainConfig(epochs=3, batch_size=64, device="cpu"), progress=False)
+    assert result.final_accuracy > max(0.6, untrained + 0.3)
+    assert [h["epoch"] for h in result.history] == [1, 2, 3]
+    assert result.images_seen == 3 * len(digits.train_y)
+    seconds = [h["seconds"] for h in result.history]
+    assert seconds == sorted(seconds) and result.train_seconds == seconds[-1] > 0
+    assert result.images_per_s > 0 and result.time_to_accuracy_s is None
+    assert result.precision_used == "float32" and result.device == "cpu"
+    assert not result.model.training and "images/s" in result.summary()
+
+
+def test_training_stops_at_the_target_and_records_when(digits):
+    config = TrainConfig(epochs=20, batch_size=64, device="cpu", target_accuracy=0.5, evals_per_epoch=2)
+    result = capstone.train(digits, config, progress=False)
+    assert result.time_to_accuracy_s is not None and result.best_accuracy >= 0.5
+    *before, last = result.history
+    assert last["accuracy"] >= 0.5 and all(h["accuracy"] < 0.5 for h in before)  # stopped at the first success
+    assert result.time_to_accuracy_s == last["seconds"] and last["epoch"] < 20
+    steps_per_epoch = math.ceil(len(digits.train_y) / 64)
+    assert [h["step"] for h in result.history] == [  # evaluated twice per epoch: after 12 and 23 of 23 steps
+        (i // 2) * steps_per_epoch + (12 if i % 2 == 0 else steps_per_epoch) for i in range(len(result.history))]
+
+
+def test_every_feed_and_precision_option_trains(digits, capsys):
+    small = digits.subset(300, 100)
+    for config in (TrainConfig(epochs=1, batch_size=50, feed="loader", device="cpu"),
+                   TrainConfig(epochs=1, batch_size=50, precision="mixed", channels_last=True, device="cpu",
+                               optimizer="sgd", lr=0.05)):
+        result = capstone.train(small, config, progress=True, live_plot=True, warmup_steps=2)
+        assert len(result.history) == 1 and 0 <= result.final_accuracy <= 1
+        assert result.figure is not None and result.figure.axes[1].lines  # the final static plot
+    assert capstone.train(small, TrainConfig(epochs=1, precision="mixed", device="cpu"),
+                          progress=False).precision_used == "bfloat16 autocast"
+    captured = capsys.readouterr()
+    assert "step" in captured.out and captured.err == ""  # the progress bar goes to stdout, never stderr
+
+
+def test_learning_rate_zero_cannot_reach_the_target(digits):
+    result = capstone.train(digits, TrainConfig(epochs=2, lr=0.0, device="cpu", target_accuracy=0.95),
+                            progress=False)
+    assert result.time_to_accuracy_s is None and result.best_accuracy < 0.5
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"epochs": 0}, ValueError), ({"batch_size": 2.5}, TypeError), ({"lr": -1.0}, ValueError),
+    ({"optimizer": "lamb"}, ValueError), ({"device": None}, TypeError), ({"feed": "stream"}, ValueError),
+    ({"precision": "int8"}, ValueError), ({"channels_last": 1}, TypeError), ({"target_accuracy": 1.5}, ValueError),
+    ({"target_accuracy": "0.9"}, TypeError), ({"num_workers": 2}, ValueError), ({"evals_per_epoch": 0}, ValueError),
+    ({"label": 3}, TypeError),
+])
+def test_train_config_rejects_bad_fields(kwargs, error):
+    with pytest.raises(error):
+        TrainConfig(**kwargs)
+
+
+def test_train_and_evaluate_reject_bad_arguments(digits):
+    with pytest.raises(TypeError, match="data"):
+        capstone.train(digits.train_x)
+    with pytest.raises(TypeError, match="config"):
+        capstone.train(digits, {"epochs": 1})
+    with pytest.raises(TypeError, match="progress"):
+        capstone.train(digits, progress="yes")
+    with pytest.raises(TypeError, match="model"):
+        capstone.evaluate("model", digits.test_x, digits.test_y)
+    with pytest.raises(ValueError, match="x must be"):
+        capstone.evaluate(capstone.small_cnn(8), digits.test_x[:, 0], digits.test_y)
+    with pytest.raises(ValueError, match="prefer"):
+        capstone.resolve_device("tpu")
+
+
+def test_evaluate_restores_training_mode(digits):
+    model = capstone.small_cnn(8).train()
+    accuracy = capstone.evaluate(model, digits.test_x, digits.test_y, batch_size=64)
+    assert 0 <= accuracy <= 1 and model.training
+
+
+def test_autocast_choice_on_the_cpu():
+    assert capstone.autocast_dtype("cpu", "float32") == (None, False)
+    assert capstone.autocast_dtype("cpu", "mixed") == (torch.bfloat16, False)
+    assert capstone.autocast_dtype("cpu", "float16") == (torch.float16, False)
+
+
+@pytest.mark.gpu
+def test_autocast_choice_on_a_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    dtype, scaled = capstone.autocast_dtype("cuda", "mixed")
+    native = torch.cuda.get_device_capability() >= (8, 0)
+    assert (dtype, scaled) == ((torch.bfloat16, False) if native else (torch.float16, True))
+
+
+# --------------------------------------------------------------------------- budget
+
+def test_speed_score_is_a_positive_rate():
+    assert capstone.speed_score(8, "cpu", batch_size=16, steps=3, warmup=1) > 0
+
+
+def test_time_budget_known_values_and_scaling():
+    assert capstone.time_budget_s(60_000, 20_000, slack=4, overhead_s=3) == pytest.approx(3 + 4 * 3)
+    slow, fast = capstone.time_budget_s(10_000, 1_000), capstone.time_budget_s(10_000, 2_000)
+    assert slow - 3.0 == pytest.approx(2 * (fast - 3.0))  # twice the speed, half the variable budget
+    with pytest.raises(ValueError, match="slack"):
+        capstone.time_budget_s(100, 10, slack=0.5)
+    with pytest.raises(TypeError, match="images"):
+        capstone.time_budget_s(100.0, 10)
+    with pytest.raises(ValueError, match="images_per_s"):
+        capstone.time_budget_s(100, 0)
+
+
+# --------------------------------------------------------------------------- reports and plots
+
+def _result(label: str, images_per_s: float, tta: float | None) -> capstone.TrainResult:
+    return capstone.TrainResult(TrainConfig(label=label), "cpu", "digits", "float32", images_per_s=images_per_s,
+                                time_to_accuracy_s=tta)
+
+
+def test_speedup_rows_are_relative_to_the_first_run():
+    rows = capstone.speedup_rows([_result("base", 1000, 10.0), _result("fast", 4000, 2.5), _result("miss", 500, None)])
+    assert [r["throughput_speedup"] for r in rows] == [1.0, 4.0, 0.5]
+    assert [r["tta_speedup"] for r in rows] == [1.0, 4.0, None]
+    ax = capstone.plot_speedups(rows)
+    assert len(ax.patches) == 6 and [t.get_text() for t in ax.get_xticklabels()] == ["base", "fast", "miss"]
+    with pytest.raises(ValueError):
+        capstone.speedup_rows([])
+    with pytest.raises(TypeError):
+        capstone.speedup_rows([{"images_per_s": 1}])
+    with pytest.raises(ValueError):
+        capstone.plot_speedups([{"technique": "x"}])
+
+
+def test_markdown_table():
+    assert capstone.markdown_table(["a", "b"], [[1, 2]]) == "| a | b |\n| --- | --- |\n| 1 | 2 |"
+    with pytest.raises(ValueError, match="row"):
+        capstone.markdown_table(["a", "b"], [[1]])
+
+
+def test_live_plot_outside_jupyter_draws_once_at_the_end():
+    plot = capstone.LivePlot(target=0.9, title="t")
+    history = [{"seconds": 0.5, "loss": 1.0, "accuracy": 0.5}, {"seconds": 1.0, "loss": 0.5, "accuracy": 0.92}]
+    plot.update(history)
+    assert not plot.acc_ax.lines  # nothing drawn yet: no notebook to show it in
+    plot.close()
+    assert len(plot.acc_ax.lines) == 2 and plot.handle is None  # accuracy curve and target line
+    with pytest.raises(ValueError):
+        capstone.LivePlot(target=-0.5)
+
+
+# --------------------------------------------------------------------------- cost
+
+def test_cost_known_values():
+    assert capstone.cloud_cost_per_run(2.0, 3.0) == pytest.approx(6.0)
+    # 8,760 USD over one year fully used is 1 USD/h; 0.5 kW at 0.2 USD/kWh adds 0.1 USD/h
+    assert capstone.on_prem_usd_per_hour(8760, 1, 1.0, 0.5, 0.2) == pytest.approx(1.1)
+    assert capstone.on_prem_cost_per_run(10, 8760, 1, 0.5, 0.5, 0.2) == pytest.approx(10 * 2.1)
+    assert capstone.break_even_hours(1.1, 1000, 0.5, 0.2) == pytest.approx(1000.0)
+    assert capstone.break_even_hours(0.1, 1000, 0.5, 0.2) == math.inf
+    comparison = capstone.compare_costs(4.0, 1.1, 1000, lifetime_years=1, utilisation=0.1, power_kw=0.5,
+                                        usd_per_kwh=0.2)
+    assert comparison.break_even_runs == pytest.approx(250.0) and comparison.lifetime_hours_used == pytest.approx(876)
+    assert not comparison.pays_off_within_lifetime and "renting is cheaper" in comparison.summary()
+    ax = capstone.plot_costs(comparison, 1.1, 1000, 0.5, 0.2)
+    assert len(ax.lines) == 4
+    never = capstone.compare_costs(1.0, 0.05, 1000)
+    assert "never" in never.summary() and not never.pays_off_within_lifetime
+
+
+@PROPERTY
+@given(rate=st.floats(0.2, 50), purchase=st.floats(100, 1e6), power=st.floats(0.01, 1.5), price=st.floats(0.01, 0.1))
+def test_at_break_even_both_ways_cost_the_same(rate, purchase, power, price):
+    hours = capstone.break_even_hours(rate, purchase, power, price)
+    assert math.isfinite(hours) and hours > 0
+    assert purchase + power * price * hours == pytest.approx(rate * hours, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad, error", BAD_NUMBERS)
+def test_cost_functions_reject_bad_numbers(bad, error):
+    with pytest.raises(error, match="run_hours"):
+        capstone.cloud_cost_per_run(bad, 1.0)
+    with pytest.raises(error, match="purchase_usd"):
+        capstone.break_even_hours(1.0, bad, 0.3, 0.2)
+
+
+def test_utilisation_must_be_a_fraction():
+    with pytest.raises(ValueError, match="utilisation"):
+        capstone.on_prem_usd_per_hour(1000, 3, 1.5, 0.3, 0.2)
+    with pytest.raises(ValueError, match="utilisation"):
+        capstone.compare_costs(1.0, 1.0, 1000, utilisation=0)
+    with pytest.raises(TypeError, match="comparison"):
+        capstone.plot_costs("cheap", 1.0, 1000, 0.3, 0.2)

@@ -1,0 +1,523 @@
+"""Tests of gpucourse.kernels: launch sizes, the kernel tracer (counts, maps, barriers, errors), backend choice, stack.
+
+The tracer needs no GPU: the kernels below are ordinary @cuda.jit functions that it runs in Python. Backend choice
+is tested in fresh processes, since Numba fixes its CUDA backend when numba.cuda is first imported.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("numba")
+from numba import cuda, float32  # noqa: E402  (the tracer runs these kernels in Python, whatever the backend)
+
+from gpucourse import kernels  # noqa: E402
+from gpucourse.checks import CheckFailed  # noqa: E402
+
+
+# --------------------------------------------------------------------------- kernels under test
+
+@cuda.jit
+def vector_add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def vector_add_unguarded(a, b, out):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def scale_grid_stride(x, alpha, out):
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, stride):
+        out[i] = alpha * x[i]
+
+
+@cuda.jit
+def copy_along_rows(src, dst):  # consecutive threads in x touch consecutive elements of a row: coalesced
+    j, i = cuda.grid(2)
+    if i < src.shape[0] and j < src.shape[1]:
+        dst[i, j] = src[i, j]
+
+
+@cuda.jit
+def copy_along_columns(src, dst):  # consecutive threads in x walk down a column: one sector each
+    i, j = cuda.grid(2)
+    if i < src.shape[0] and j < src.shape[1]:
+        dst[i, j] = src[i, j]
+
+
+@cuda.jit
+def same_line_shared(out):
+    t = cuda.threadIdx.x
+    first = cuda.shared.array(4, float32); second = cuda.shared.array(4, float32)  # noqa: E702
+    first[t] = 1.0
+    second[t] = 2.0
+    cuda.syncthreads()
+    out[t] = first[t]
+
+
+@cuda.jit(device=True)
+def plus_one(value):
+    return value + 1
+
+
+@cuda.jit
+def calls_device_function(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = plus_one(x[i]) + cuda.threadIdx.x * 0
+
+
+@cuda.jit
+def not_written_yet(out):
+    raise NotImplementedError()
+
+
+def make_tiled_matmul(tile: int, synchronise: bool = True):
+    """A shared-memory tiled matmul C = A @ B (x along columns of C); optionally without its barriers."""
+
+    @cuda.jit
+    def matmul(A, B, C):
+        sA = cuda.shared.array((tile, tile), float32)
+        sB = cuda.shared.array((tile, tile), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col, row = cuda.blockIdx.x * tile + tx, cuda.blockIdx.y * tile + ty
+        acc = float32(0.0)
+        for step in range((A.shape[1] + tile - 1) // tile):
+            k = step * tile + tx
+            sA[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0
+            k = step * tile + ty
+            sB[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else 0.0
+            if synchronise:
+                cuda.syncthreads()
+            for kk in range(tile):
+                acc += sA[ty, kk] * sB[kk, tx]
+            if synchronise:
+                cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+
+    return matmul
+
+
+def make_with_local_cuda():
+    """A kernel whose `cuda` is a closure variable (imported inside the factory), not a global."""
+    from numba import cuda as local_cuda
+
+    @local_cuda.jit
+    def kernel(out):
+        i = local_cuda.grid(1)
+        if i < out.size:
+            out[i] = i
+
+    return kernel
+
+
+def _vectors(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- launch sizes
+
+@pytest.mark.parametrize("n, threads, blocks", [(1, 32, 1), (32, 32, 1), (33, 32, 2), (100, 32, 4), (10**6, 256, 3907),
+                                                (1024, 1024, 1)])
+def test_blocks_for(n, threads, blocks):
+    assert kernels.blocks_for(n, threads) == blocks
+
+
+@pytest.mark.parametrize("args, error, word", [((0, 32), ValueError, "n"), ((-5, 32), ValueError, "n"),
+                                               ((10, 0), ValueError, "threads_per_block"),
+                                               ((10, 2048), ValueError, "threads_per_block"),
+                                               ((10.5, 32), TypeError, "n"), ((10, True), TypeError, "threads_per_block"),
+                                               (("10", 32), TypeError, "n")])
+def test_blocks_for_rejects_bad_input(args, error, word):
+    with pytest.raises(error, match=word):
+        kernels.blocks_for(*args)
+
+
+def test_grid_2d_runs_x_along_columns():
+    assert kernels.grid_2d((20, 13), (8, 8)) == (2, 3)
+    assert kernels.grid_2d((1, 1), (16, 16)) == (1, 1)
+    assert kernels.grid_2d((33, 64), (32, 1)) == (2, 33)
+
+
+@pytest.mark.parametrize("shape, block, error, word", [([20, 13], (8, 8), TypeError, "shape"),
+                                                       ((20, 13, 1), (8, 8), TypeError, "shape"),
+                                                       ((20, 13), 8, TypeError, "block"),
+                                                       ((0, 13), (8, 8), ValueError, r"shape\[0\]"),
+                                                       ((20, 13), (8, 0), ValueError, r"block\[1\]"),
+                                                       ((20, 13), (64, 32), ValueError, "1024")])
+def test_grid_2d_rejects_bad_input(shape, block, error, word):
+    with pytest.raises(error, match=word):
+        kernels.grid_2d(shape, block)
+
+
+# --------------------------------------------------------------------------- the tracer: counts and maps
+
+def test_vector_add_counts_and_result():
+    a, b = _vectors(20)
+    out = np.zeros(20, np.float32)
+    trace = kernels.trace_kernel(vector_add, 3, 8, a, b, out)
+    np.testing.assert_array_equal(out, a + b)  # the caller's arrays are updated, as by a launch
+    assert trace.threads == 24 and trace.blocks == 3 and trace.threads_per_block == 8
+    reads, writes = trace.reads_per_thread(), trace.writes_per_thread()
+    assert reads.tolist() == [2] * 20 + [0] * 4 and writes.tolist() == [1] * 20 + [0] * 4
+    assert trace.reads_per_thread("a").tolist() == [1] * 20 + [0] * 4
+    assert trace.writes_per_thread("a").sum() == 0
+    assert trace.writer_map("out", "thread").tolist() == list(range(20))
+    assert trace.writer_map("out", "block").tolist() == [0] * 8 + [1] * 8 + [2] * 4
+    assert trace.writer_map("out", "thread_x").tolist() == list(range(8)) * 2 + list(range(4))
+    assert trace.writer_map("out", "global_x").tolist() == list(range(20))
+    assert trace.writer_map("out", "count").tolist() == [1] * 20
+    assert trace.writer_map("a", "thread").tolist() == [-1] * 20  # read, never written
+    assert "idle threads (no global access): 4" in trace.summary()
+    assert "out: 20 of 20 elements written, 0 more than once" in str(trace)
+
+
+def test_check_budget_passes_and_names_the_worst_thread(capsys):
+    a, b = _vectors(10)
+    trace = kernels.trace_kernel(vector_add, 2, 8, a, b, np.zeros(10, np.float32))
+    trace.check_budget(2, 1, name="vector add")
+    assert "vector add" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"thread \(block \(0, 0, 0\), thread \(0, 0, 0\)\) made 2 global reads, "
+                                          r"budget 1 per thread \(10 of 16 threads over\)"):
+        trace.check_budget(1, 1)
+    with pytest.raises(CheckFailed, match=r"(?s)made 1 global write, budget 0.*Hint: one write"):
+        trace.check_budget(2, 0, hint="one write")
+    trace.check_budget(1, 0, array="a", quiet=True)
+    with pytest.raises(TypeError, match="reads"):
+        trace.check_budget(2.5, 1)
+    with pytest.raises(ValueError, match="writes"):
+        trace.check_budget(2, -1)
+
+
+def test_missing_guard_raises_index_error_naming_the_thread():
+    a, b = _vectors(20)
+    with pytest.raises(IndexError, match=r"thread \(block \(2, 0, 0\), thread \(4, 0, 0\)\) read a\[20\], outside a "
+                                         r"of shape \(20,\)"):
+        kernels.trace_kernel(vector_add_unguarded, 3, 8, a, b, np.zeros(20, np.float32))
+
+
+def test_grid_stride_loop_covers_every_element_once():
+    x = np.arange(20, dtype=np.float32)
+    out = np.zeros(20, np.float32)
+    trace = kernels.trace_kernel(scale_grid_stride, 2, 4, x, np.float32(3), out)
+    np.testing.assert_array_equal(out, 3 * x)
+    assert trace.writer_map("out", "thread").tolist() == [i % 8 for i in range(20)]
+    assert trace.reads_per_thread().tolist() == [3, 3, 3, 3, 2, 2, 2, 2]
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 90), threads=st.integers(1, 40))
+def test_every_element_written_once_and_idle_threads_counted(n, threads):
+    a, b = _vectors(n)
+    out = np.zeros(n, np.float32)
+    trace = kernels.trace_kernel(vector_add, kernels.blocks_for(n, threads), threads, a, b, out)
+    assert (trace.writer_map("out", "count") == 1).all()
+    idle = (trace.reads_per_thread() + trace.writes_per_thread() == 0).sum()
+    assert idle == kernels.blocks_for(n, threads) * threads - n
+    np.testing.assert_array_equal(out, a + b)
+
+
+def test_two_dimensional_maps_and_coalescing():
+    src = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    rows_first, columns_first = np.zeros_like(src), np.zeros_like(src)
+    trace = kernels.trace_kernel(copy_along_rows, kernels.grid_2d(src.shape, (32, 4)), (32, 4), src, rows_first)
+    np.testing.assert_array_equal(rows_first, src)
+    assert (trace.writer_map("dst", "global_x") == np.arange(32)[None, :]).all()
+    assert (trace.writer_map("dst", "global_y") == np.arange(32)[:, None]).all()
+    assert (trace.writer_map("dst", "thread_y") == np.arange(32)[:, None] % 4).all()
+    assert (trace.writer_map("dst", "block_y") == np.arange(32)[:, None] // 4).all()
+    assert trace.writer_map("dst", "block_x").max() == 0 and trace.writer_map("dst", "thread_z").max() == 0
+    assert trace.sectors_per_request("src") == 4.0  # 32 threads x 4 bytes = 128 bytes = 4 sectors of 32 bytes
+    assert trace.sectors_per_request("dst", "write", sector_bytes=128) == 1.0
+    strided = kernels.trace_kernel(copy_along_columns, (1, 8), (32, 4), src, columns_first)
+    np.testing.assert_array_equal(columns_first, src)
+    assert strided.sectors_per_request("src") == 32.0  # each thread of a warp in a different row
+
+
+def test_tiled_matmul_with_barriers_and_without():
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((20, 27)).astype(np.float32), rng.standard_normal((27, 13)).astype(np.float32)
+    C = np.zeros((20, 13), np.float32)
+    trace = kernels.trace_kernel(make_tiled_matmul(8), kernels.grid_2d(C.shape, (8, 8)), (8, 8), A, B, C)
+    np.testing.assert_allclose(C, A @ B, rtol=1e-4, atol=1e-4)
+    steps = 4  # ceil(27 / 8)
+    assert trace.reads_per_thread().max() == 2 * steps and trace.barriers.max() == 2 * steps
+    trace.check_budget(2 * steps, 1, quiet=True)
+    unsynchronised = np.zeros((20, 13), np.float32)
+    kernels.trace_kernel(make_tiled_matmul(8, synchronise=False), kernels.grid_2d(C.shape, (8, 8)), (8, 8), A, B,
+                         unsynchronised)
+    assert not np.allclose(unsynchronised, A @ B, rtol=1e-3, atol=1e-3, equal_nan=False)  # reads unloaded tiles
+
+
+def test_shared_arrays_declared_on_one_line_stay_distinct():
+    out = np.zeros(4, np.float32)
+    kernels.trace_kernel(same_line_shared, 1, 4, out)
+    assert out.tolist() == [1.0] * 4  # Numba's simulator gives 2.0 here: it tells shared arrays apart by line
+
+
+def test_device_functions_and_closure_cuda_are_traced():
+    x = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, np.float32)
+    kernels.trace_kernel(calls_device_function, 1, 16, x, out)
+    np.testing.assert_array_equal(out, x + 1)
+    filled = np.full(7, -1, dtype=np.int64)
+    kernels.trace_kernel(make_with_local_cuda(), 2, 4, filled)
+    assert filled.tolist() == list(range(7))
+    plain = np.zeros(5, np.float32)
+    kernels.trace_kernel(vector_add.py_func, 1, 8, np.ones(5, np.float32), np.ones(5, np.float32), plain)
+    assert plain.tolist() == [2.0] * 5
+
+
+def test_errors_keep_their_type_and_threads_end():
+    before = threading.active_count()
+    with pytest.raises(NotImplementedError) as caught:
+        kernels.trace_kernel(not_written_yet, 2, 8, np.zeros(4))
+    assert any("block (0, 0, 0), thread (0, 0, 0)" in note for note in getattr(caught.value, "__notes__", []))
+
+    @cuda.jit
+    def fails_after_barrier(out):
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = 1.0
+
+    with pytest.raises(IndexError, match=r"thread \(4, 0, 0\)\) wrote out\[4\]"):  # threads 5-7 wait at the barrier
+        kernels.trace_kernel(fails_after_barrier, 1, 8, np.zeros(4))
+    for thread in threading.enumerate():
+        if isinstance(thread, kernels._SimThread):
+            thread.join(timeout=5)
+    assert threading.active_count() <= before
+
+
+@pytest.mark.parametrize("call, error, word", [
+    (lambda: kernels.trace_kernel("kernel", 1, 1), TypeError, "kernel"),
+    (lambda: kernels.trace_kernel(vector_add, 0, 8, *_vectors(4), np.zeros(4)), ValueError, "griddim"),
+    (lambda: kernels.trace_kernel(vector_add, 1, (8, 8, 8, 8), *_vectors(4), np.zeros(4)), TypeError, "blockdim"),
+    (lambda: kernels.trace_kernel(vector_add, 1, 1.5, *_vectors(4), np.zeros(4)), TypeError, "blockdim"),
+    (lambda: kernels.trace_kernel(vector_add, 1, (64, 32), *_vectors(4), np.zeros(4)), ValueError, "1024"),
+    (lambda: kernels.trace_kernel(vector_add, 100, 1024, *_vectors(4), np.zeros(4)), ValueError, "max_threads"),
+    (lambda: kernels.trace_kernel(vector_add, 1, 8, np.zeros(4)), TypeError, "3 arguments"),
+    (lambda: kernels.trace_kernel(vector_add, 1, 8, *_vectors(4), np.zeros(4), max_threads=0), ValueError,
+     "max_threads"),
+])
+def test_trace_kernel_rejects_bad_input(call, error, word):
+    with pytest.raises(error, match=word):
+        call()
+
+
+def test_trace_queries_reject_bad_input():
+    trace = kernels.trace_kernel(vector_add, 1, 8, *_vectors(4), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="array"):
+        trace.writer_map("c")
+    with pytest.raises(ValueError, match="what"):
+        trace.writer_map("out", "warp")
+    with pytest.raises(ValueError, match="kind"):
+        trace.sectors_per_request("a", "load")
+    with pytest.raises(ValueError, match="no thread did a write"):
+        trace.sectors_per_request("a", "write")
+    assert trace.thread_id(5) == kernels.ThreadId(kernels.Dim3(0, 0, 0), kernels.Dim3(5, 0, 0))
+
+
+def test_indexing_rules_of_traced_arrays():
+    @cuda.jit
+    def row_read(A, out):
+        out[0] = A[0][0]
+
+    with pytest.raises(TypeError, match="index all 2 dimension"):
+        kernels.trace_kernel(row_read, 1, 1, np.zeros((2, 2)), np.zeros(1))
+
+    @cuda.jit
+    def last(x, out):
+        out[0] = x[-1]  # negative indices wrap around, as in numpy and Numba
+
+    out = np.zeros(1)
+    trace = kernels.trace_kernel(last, 1, 1, np.arange(5.0), out)
+    assert out[0] == 4.0 and trace.accesses[0] == (0, "x", "read", 4)
+
+
+# --------------------------------------------------------------------------- the picture
+
+def test_plot_thread_map_draws_blocks_and_labels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trace = kernels.trace_kernel(vector_add, 3, 8, *_vectors(20), np.zeros(20, np.float32))
+    ax = kernels.plot_thread_map(trace, "out")
+    assert len(ax.images) == 1 and ax.images[0].get_array().shape == (1, 20)
+    assert [t.get_text() for t in ax.texts] == [str(i % 8) for i in range(20)]
+    assert "who wrote each element of out" in ax.get_title()
+    unwritten = kernels.trace_kernel(vector_add, 1, 8, *_vectors(20), np.zeros(20, np.float32))
+    ax = kernels.plot_thread_map(unwritten, "out", wrap=10)
+    assert ax.images[0].get_array().shape == (2, 10) and sum(t.get_text() == "-" for t in ax.texts) == 12
+    src = np.zeros((5, 6), np.float32)
+    two_d = kernels.trace_kernel(copy_along_rows, kernels.grid_2d(src.shape, (4, 4)), (4, 4), src, np.zeros_like(src))
+    ax = kernels.plot_thread_map(two_d, "dst", annotate=False)
+    assert ax.images[0].get_array().shape == (5, 6) and not ax.texts
+    plt.close("all")
+    with pytest.raises(TypeError, match="trace"):
+        kernels.plot_thread_map("trace", "dst")
+    with pytest.raises(ValueError, match="array"):
+        kernels.plot_thread_map(two_d, "out")
+    with pytest.raises(TypeError, match="annotate"):
+        kernels.plot_thread_map(two_d, "dst", annotate="yes")
+    with pytest.raises(ValueError, match="wrap"):
+        kernels.plot_thread_map(two_d, "dst", wrap=0)
+
+
+# --------------------------------------------------------------------------- backend choice (fresh processes)
+
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new interpreter with Numba's CUDA settings removed from the environment."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NUMBA_")}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _has_cuda() -> bool:
+    torch = pytest.importorskip("torch")
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_has_cuda(), reason="on a GPU machine the GPU is chosen (see the gpu test)")
+def test_simulator_is_chosen_without_a_gpu():
+    done = _fresh_python("""
+        import os, warnings
+        from gpucourse import kernels
+        print("BACKEND", kernels.use_cuda_or_simulator())
+        from numba import cuda
+        from numba.core import config
+        assert cuda.is_available() and config.ENABLE_CUDASIM == 1 and os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
+        assert kernels.BACKEND == "simulator" and "simulator" in kernels.BACKEND_REASON
+        print("AGAIN", kernels.use_cuda_or_simulator(verbose=False))
+        import numpy as np
+        @cuda.jit
+        def add_one(x):
+            i = cuda.grid(1)
+            if i < x.size:
+                x[i] += 1
+        x = np.zeros(5)
+        add_one[1, 8](x)
+        assert x.tolist() == [1.0] * 5
+        layers = {layer.name: layer for layer in kernels.software_stack()}
+        assert layers["Numba"].version.endswith("(CUDA simulator)"), layers["Numba"]
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "BACKEND simulator" in done.stdout and "AGAIN simulator" in done.stdout
+    assert "Numba CUDA backend: simulator (no CUDA GPU here" in done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.skipif(_has_cuda(), reason="needs a machine without a GPU")
+def test_asking_for_a_missing_gpu_or_switching_too_late_raises():
+    done = _fresh_python("""
+        from gpucourse import kernels
+        try:
+            kernels.use_cuda_or_simulator("gpu")
+        except RuntimeError as error:
+            print("RAISED", error)
+        import numba.cuda  # the real target, imported before choosing: too late for the simulator
+        try:
+            kernels.use_cuda_or_simulator()
+        except RuntimeError as error:
+            print("LATE", error)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "RAISED prefer='gpu' but no NVIDIA GPU is visible" in done.stdout
+    assert "LATE numba.cuda was imported before use_cuda_or_simulator()" in done.stdout
+
+
+def test_simulator_can_be_forced_and_then_sticks():
+    done = _fresh_python("""
+        from gpucourse import kernels
+        print(kernels.use_cuda_or_simulator("simulator", verbose=False))
+        try:
+            kernels.use_cuda_or_simulator("gpu")
+        except RuntimeError as error:
+            print("STUCK", error)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("simulator") and "STUCK prefer='gpu' but numba.cuda was already imported with " \
+                                                  "Numba's CUDA simulator" in done.stdout
+
+
+@pytest.mark.parametrize("kwargs, error, word", [({"prefer": "cuda"}, ValueError, "prefer"),
+                                                 ({"prefer": 1}, TypeError, "prefer"),
+                                                 ({"verbose": "yes"}, TypeError, "verbose")])
+def test_use_cuda_or_simulator_rejects_bad_input(kwargs, error, word):
+    with pytest.raises(error, match=word):
+        kernels.use_cuda_or_simulator(**kwargs)
+
+
+# --------------------------------------------------------------------------- the software stack
+
+def test_software_stack_lists_every_layer():
+    layers = kernels.software_stack()
+    assert [layer.name for layer in layers] == ["NVIDIA driver", "CUDA runtime", "cuBLAS", "cuDNN", "NCCL", "PyTorch",
+                                                "TensorFlow", "Numba"]
+    assert all(layer.role and layer.source for layer in layers)
+    by_name = {layer.name: layer for layer in layers}
+    torch = pytest.importorskip("torch")
+    assert by_name["PyTorch"].version == torch.__version__
+    assert by_name["CUDA runtime"].version == torch.version.cuda
+    if not torch.cuda.is_available():
+        assert by_name["NCCL"].version is None
+
+
+def test_tensorflow_build_info_without_starting_tensorflow():
+    if "tensorflow" in sys.modules:
+        pytest.skip("TensorFlow already imported in this process")
+    info = kernels.tensorflow_build_info()
+    if info is None:
+        pytest.skip("TensorFlow not installed")
+    assert "is_cuda_build" in info and "tensorflow" not in sys.modules
+
+
+@pytest.mark.parametrize("raw, text", [(90100, "9.1.0"), (91002, "9.10.2"), (8902, "8.9.2"), (7605, "7.6.5"),
+                                       (None, None), (0, None)])
+def test_cudnn_version_string(raw, text):
+    assert kernels._cudnn_version_string(raw) == text
+
+
+# --------------------------------------------------------------------------- GPU only
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+def test_gpu_is_chosen_and_matches_the_tracer():
+    done = _fresh_python("""
+        import numpy as np
+        from gpucourse import kernels
+        assert kernels.use_cuda_or_simulator() == "gpu"
+        from numba import cuda
+        from numba.core import config
+        assert config.ENABLE_CUDASIM == 0
+        @cuda.jit
+        def add(a, b, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = a[i] + b[i]
+        a, b = np.arange(1000, dtype=np.float32), np.ones(1000, np.float32)
+        on_gpu, traced = np.zeros_like(a), np.zeros_like(a)
+        add[kernels.blocks_for(1000, 128), 128](a, b, on_gpu)
+        trace = kernels.trace_kernel(add, kernels.blocks_for(1000, 128), 128, a, b, traced)
+        assert np.array_equal(on_gpu, traced) and np.array_equal(on_gpu, a + b)
+        trace.check_budget(2, 1, quiet=True)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -1,0 +1,269 @@
+"""Tests of gpucourse.monitor: snapshots (psutil on the CPU, NVML on a GPU), the background sampler (starts, stops,
+leaks no thread, reports its errors), summaries, and bad input."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from gpucourse import monitor
+from gpucourse.monitor import CPU_METRICS, NVML_METRICS, Metric, Sampler, Snapshot, snapshot, summarise
+
+torch = pytest.importorskip("torch")
+HAS_CUDA = torch.cuda.is_available()
+
+
+def monitor_threads() -> list[threading.Thread]:
+    """Sampler threads still alive."""
+    return [t for t in threading.enumerate() if t.name == "gpucourse-monitor"]
+
+
+def busy(seconds: float) -> None:
+    """Keep this thread busy for a while (something to monitor)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        sum(range(1000))
+
+
+# --------------------------------------------------------------------------- snapshots
+
+def test_cpu_snapshot_has_host_metrics_with_sources_and_says_what_a_gpu_adds(no_gpu):
+    snap = snapshot(cpu_interval_s=0.05)
+    assert snap.device == "cpu" and snap.name == "CPU"
+    assert [m.key for m in snap.metrics] == list(CPU_METRICS)
+    assert all(m.source.startswith("psutil") for m in snap.metrics)
+    assert not any(key in snap for key in NVML_METRICS)
+    assert 0.0 <= (snap.value("cpu_util") or 0.0) <= 100.0
+    assert (snap.value("process_cpu") or 0.0) >= 0.0
+    assert 0 < snap.value("ram_used") <= snap.value("ram_total")
+    assert 0 < snap.value("process_rss") <= snap.value("ram_total")
+    assert "NVML" in snap.note and "power" in snap.note and "temperature" in snap.note
+    table = snap.table()
+    assert "psutil.cpu_times" in table and "NVML" in table
+    assert snap.line().startswith("CPU ") and "RAM" in snap.line()
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")], ids=repr)
+def test_snapshot_accepts_str_and_torch_device(device):
+    assert snapshot(device, cpu_interval_s=0.01).device == "cpu"
+
+
+@pytest.mark.parametrize("device, error", [(3, TypeError), (1.5, TypeError), (["cpu"], TypeError),
+                                           ("tpu", ValueError), ("", ValueError)], ids=repr)
+def test_snapshot_rejects_bad_devices(device, error):
+    with pytest.raises(error, match="device"):
+        snapshot(device, cpu_interval_s=0.01)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda:1")], ids=repr)
+def test_snapshot_of_an_absent_gpu_names_the_problem(no_gpu, device):
+    with pytest.raises(ValueError, match="no CUDA GPU is visible"):
+        snapshot(device)
+
+
+@pytest.mark.parametrize("interval, error", [(0, ValueError), (-1, ValueError), (float("nan"), ValueError),
+                                             ("0.1", TypeError), (None, TypeError)], ids=repr)
+def test_snapshot_rejects_bad_intervals(interval, error):
+    with pytest.raises(error, match="cpu_interval_s"):
+        snapshot("cpu", cpu_interval_s=interval)
+
+
+def test_snapshot_lookup_and_formatting():
+    metrics = (Metric("cpu_util", "CPU", 12.3, "%", "psutil.cpu_times"),
+               Metric("process_cpu", "this process", None, "%", "psutil.Process.cpu_times"),
+               Metric("ram_used", "RAM used", 1.234, "GiB", "psutil"), Metric("ram_total", "RAM total", 8.0, "GiB", "psutil"))
+    snap = Snapshot("cpu", "CPU", 0.0, metrics)
+    assert snap["cpu_util"].formatted() == "12 %" and snap["ram_used"].formatted() == "1.23 GiB"
+    assert snap["process_cpu"].formatted() == "n/a" and snap.value("process_cpu") is None
+    assert snap.line() == "CPU 12 % (this process n/a) | RAM 1.2/8.0 GiB"
+    with pytest.raises(KeyError, match="gpu_util"):
+        snap["gpu_util"]
+
+
+def test_a_gpu_without_nvml_still_reports_the_host(monkeypatch):
+    """No nvidia-ml-py (or a driver NVML cannot read): the report says so and shows the host's metrics."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    def no_nvml(device):
+        raise ImportError("No module named 'pynvml'")
+
+    monkeypatch.setattr(monitor, "_Nvml", no_nvml)
+    snap = snapshot("cuda", cpu_interval_s=0.01)
+    assert [m.key for m in snap.metrics] == list(CPU_METRICS)
+    assert "nvidia-ml-py" in snap.note and "pynvml" in snap.note and "host metrics only" in snap.name
+
+
+def test_nvml_available_is_a_bool_and_false_without_a_driver():
+    available = monitor.nvml_available()
+    assert isinstance(available, bool)
+    if not HAS_CUDA:
+        assert available is False
+
+
+def test_cpu_load_is_a_percentage():
+    load = monitor._CpuLoad()
+    busy(0.05)
+    value = load.percent()
+    assert value is None or 0.0 <= value <= 100.0
+
+
+def test_importing_monitor_stays_light():
+    """`import gpucourse.monitor` loads neither torch nor NVML: they are imported when a device is asked for."""
+    code = "import sys, gpucourse.monitor; print(sorted({'torch', 'pynvml', 'tensorflow'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the sampler
+
+def test_sampler_samples_while_code_runs_and_stops_cleanly():
+    out = io.StringIO()
+    before = len(monitor_threads())
+    with Sampler("cpu", interval_s=0.05, live=True, file=out) as sampler:
+        assert sampler.running and len(monitor_threads()) == before + 1
+        busy(0.4)
+    assert not sampler.running and len(monitor_threads()) == before
+    assert len(sampler.samples) >= 3
+    times = [s.time_s for s in sampler.samples]
+    assert times == sorted(times)
+    assert "[monitor" in out.getvalue() and "CPU" in out.getvalue()
+    seconds, values = sampler.series("process_cpu")
+    assert seconds[0] == 0.0 and len(values) == len(sampler.samples)
+    assert max(v for v in values if v is not None) > 5.0  # the busy loop above kept this process busy
+
+
+def test_sampler_without_live_readout_writes_nothing(capsys):
+    with Sampler("cpu", interval_s=0.05, live=False) as sampler:
+        time.sleep(0.15)
+    assert sampler.samples and capsys.readouterr().out == ""
+
+
+def test_sampler_stops_when_the_block_raises():
+    before = len(monitor_threads())
+    with pytest.raises(ZeroDivisionError):
+        with Sampler("cpu", interval_s=0.05, live=False) as sampler:
+            time.sleep(0.06)
+            1 / 0
+    assert not sampler.running and len(monitor_threads()) == before
+    assert sampler.samples
+
+
+def test_a_short_block_still_gets_one_sample():
+    with Sampler("cpu", interval_s=5.0, live=False) as sampler:
+        pass
+    assert len(sampler.samples) == 1
+
+
+def test_sampler_start_stop_methods_and_double_start():
+    sampler = Sampler("cpu", interval_s=0.05, live=False)
+    assert sampler.stop() is sampler  # stopping a sampler that never started is harmless
+    sampler.start()
+    try:
+        with pytest.raises(RuntimeError, match="already running"):
+            sampler.start()
+    finally:
+        sampler.stop()
+    assert not sampler.running
+
+
+def test_sampler_reports_a_failure_in_its_thread(monkeypatch):
+    sampler = Sampler("cpu", interval_s=0.02, live=False)
+    sampler.start()
+
+    def broken():
+        raise OSError("sensor unplugged")
+
+    monkeypatch.setattr(sampler._reader, "read", broken)
+    time.sleep(0.1)
+    with pytest.raises(RuntimeError, match="sensor unplugged"):
+        sampler.stop()
+    assert not sampler.running and not monitor_threads()
+
+
+def test_sampler_summary_is_consistent():
+    with Sampler("cpu", interval_s=0.05, live=False) as sampler:
+        busy(0.25)
+    summary = sampler.summary()
+    assert set(summary) == set(CPU_METRICS)
+    for item in summary.values():
+        assert item.minimum <= item.mean <= item.maximum
+        assert 1 <= item.count <= len(sampler.samples)
+        assert item.source.startswith("psutil")
+    assert "RAM total" in sampler.summary_table()
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"interval_s": 0}, ValueError, "interval_s"), ({"interval_s": "1"}, TypeError, "interval_s"),
+    ({"live": "yes"}, TypeError, "live"), ({"file": 123}, TypeError, "file"), ({"device": "tpu"}, ValueError, "device"),
+], ids=str)
+def test_sampler_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Sampler(**{"device": "cpu", **kwargs})
+
+
+def test_series_rejects_unknown_keys():
+    with Sampler("cpu", interval_s=1.0, live=False) as sampler:
+        pass
+    with pytest.raises(ValueError, match="gpu_util"):
+        sampler.series("gpu_util")
+    with pytest.raises(TypeError, match="key"):
+        sampler.series(3)
+    assert Sampler("cpu", live=False).series("cpu_util") == ([], [])
+
+
+# --------------------------------------------------------------------------- summaries
+
+def test_summarise_leaves_out_missing_values():
+    def snap(t, value):
+        return Snapshot("cpu", "CPU", t, (Metric("cpu_util", "CPU", value, "%", "psutil.cpu_times"),))
+
+    summary = summarise([snap(0.0, None), snap(1.0, 10.0), snap(2.0, 30.0)])
+    item = summary["cpu_util"]
+    assert (item.count, item.mean, item.minimum, item.maximum) == (2, 20.0, 10.0, 30.0)
+    assert "mean 20 %" in str(item)
+    assert summarise([]) == {}
+    assert summarise([snap(0.0, None)]) == {}
+
+
+@pytest.mark.parametrize("samples", [None, 3, "abc", [1, 2]], ids=repr)
+def test_summarise_rejects_non_snapshots(samples):
+    with pytest.raises(TypeError, match="Snapshot"):
+        summarise(samples)
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_snapshot_reads_nvml():
+    pytest.importorskip("pynvml")
+    snap = snapshot("cuda")
+    assert list(NVML_METRICS) == [m.key for m in snap.metrics][:len(NVML_METRICS)]
+    assert all(snap[key].source.startswith("NVML") for key in NVML_METRICS)
+    assert 0 < snap.value("gpu_mem_used") <= snap.value("gpu_mem_total")
+    assert abs(snap.value("gpu_mem_total") * 2**30 - torch.cuda.get_device_properties(0).total_memory) < 0.1 * 2**30
+    assert 0 <= snap.value("gpu_util") <= 100
+    assert snap.value("gpu_temp") is None or 0 < snap.value("gpu_temp") < 110
+    assert "GPU" in snap.line() and snap.note == ""
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_sampler_sees_a_busy_gpu():
+    pytest.importorskip("pynvml")
+    a = torch.randn(4096, 4096, device="cuda")
+    with Sampler("cuda", interval_s=0.2, live=False) as sampler:
+        end = time.perf_counter() + 2.0
+        while time.perf_counter() < end:
+            a @ a
+            torch.cuda.synchronize()
+    assert sampler.summary()["gpu_util"].maximum > 50

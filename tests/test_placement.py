@@ -1,0 +1,314 @@
+"""Tests of gpucourse.placement: device names, TensorFlow's configuration, the placement log, transfer bandwidth.
+
+TensorFlow keeps its configuration for the life of a process, so every test that initialises TensorFlow runs in a
+child process; those children start together (one module fixture) to keep the file fast.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpucourse import placement  # noqa: E402
+from gpucourse.placement import (PCIE_SPECS, TensorFlowSetup, TransferMeasurement,  # noqa: E402
+                                 configure_tensorflow, measure_transfer_bandwidth, tf_device_name, tf_placement_log)
+
+HAS_CUDA = torch.cuda.is_available()
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow")
+# Tests that start TensorFlow in child processes (a few CPU-seconds each) are marked slow: not in `make test-fast`.
+
+
+# --------------------------------------------------------------------------- child processes
+
+_FRESH = """
+from gpucourse.placement import configure_tensorflow
+first = configure_tensorflow(memory_growth=True, logical_cpus=2)
+same = configure_tensorflow(memory_growth=True, logical_cpus=2)
+other = configure_tensorflow(memory_growth=True, logical_cpus=3)
+try:
+    configure_tensorflow(logical_cpus=3, strict=True)
+    strict = "returned"
+except RuntimeError as error:
+    strict = str(error)
+"""
+
+_AFTER_AN_OP = """
+import tensorflow as tf
+tf.constant(1.0) + 1.0  # TensorFlow initialises here, with one logical CPU
+from gpucourse.placement import configure_tensorflow
+first = configure_tensorflow(memory_growth=True, logical_cpus=2)
+same = other = first
+strict = ""
+"""
+
+_REPORT = """
+import json, sys
+def as_dict(setup):
+    return {"applied": setup.applied, "message": setup.message, "devices": list(setup.logical_devices),
+            "gpus": list(setup.gpus), "growth": list(setup.memory_growth), "log": len(setup.startup_log),
+            "text": str(setup)}
+print("RESULT" + json.dumps({"first": as_dict(first), "same": as_dict(same), "other": as_dict(other),
+                             "strict": strict, "tf_loaded": "tensorflow" in sys.modules}))
+"""
+
+_LIGHT = """
+import sys
+import gpucourse, gpucourse.placement
+print("RESULT" + str(["torch" in sys.modules, "tensorflow" in sys.modules]))
+"""
+
+
+def _child(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter with the course's quiet settings unset (as a learner's kernel starts)."""
+    quiet = ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")
+    env = {key: value for key, value in os.environ.items() if key not in quiet}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def _result(done: subprocess.CompletedProcess):
+    """The value a child printed after 'RESULT' (failing with the child's stderr if it crashed)."""
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
+    return line.removeprefix("RESULT")
+
+
+_LOG_CODE = """
+a = tf.ones((2, 2))
+with tf.device("/GPU:0"):
+    b = tf.matmul(a, a)
+"""
+
+
+@pytest.fixture(scope="module")
+def children() -> dict:
+    """Start every TensorFlow child process at once; return their outcomes by name."""
+    if not HAS_TF:
+        pytest.skip("needs TensorFlow")
+    jobs = {"fresh": lambda: _child(_FRESH + _REPORT), "after_op": lambda: _child(_AFTER_AN_OP + _REPORT),
+            "log": lambda: tf_placement_log(_LOG_CODE, timeout_s=240)}
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+# --------------------------------------------------------------------------- tf_device_name
+
+@pytest.mark.parametrize("device, expected", [
+    ("cpu", "/CPU:0"), ("cuda", "/GPU:0"), ("cuda:0", "/GPU:0"), ("cuda:3", "/GPU:3"), ("mps", "/GPU:0"),
+    (torch.device("cpu"), "/CPU:0"), (torch.device("cuda", 2), "/GPU:2"),
+])
+def test_tf_device_name_maps_torch_devices(device, expected):
+    assert tf_device_name(device) == expected
+
+
+def test_tf_device_name_defaults_to_the_picked_device(no_gpu):
+    assert tf_device_name() == "/CPU:0"
+
+
+@pytest.mark.parametrize("bad, error", [(3, TypeError), (["cpu"], TypeError), ("gpu", ValueError), ("meta", ValueError),
+                                        ("cuda:x", ValueError), ("CPU", ValueError), ("/GPU:0", ValueError)])
+def test_tf_device_name_rejects_bad_devices_by_name(bad, error):
+    with pytest.raises(error, match="device"):
+        tf_device_name(bad)
+
+
+# --------------------------------------------------------------------------- PCIe figures
+
+def test_pcie_specs_are_the_specification_figures():
+    assert PCIE_SPECS["PCIe 3.0 x16"] == pytest.approx(15.754e9, rel=1e-3)
+    assert PCIE_SPECS["PCIe 4.0 x16"] == pytest.approx(2 * PCIE_SPECS["PCIe 3.0 x16"])
+    assert PCIE_SPECS["PCIe 5.0 x16"] == pytest.approx(4 * PCIE_SPECS["PCIe 3.0 x16"])
+
+
+# --------------------------------------------------------------------------- configure_tensorflow
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"memory_growth": "yes"}, TypeError, "memory_growth"), ({"memory_growth": 1}, TypeError, "memory_growth"),
+    ({"logical_cpus": 0}, ValueError, "logical_cpus"), ({"logical_cpus": 2.0}, TypeError, "logical_cpus"),
+    ({"logical_cpus": True}, TypeError, "logical_cpus"), ({"strict": None}, TypeError, "strict"),
+])
+def test_configure_tensorflow_rejects_bad_arguments_before_importing(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        configure_tensorflow(**kwargs)
+
+
+def test_importing_the_package_loads_no_framework():
+    assert json.loads(_result(_child(_LIGHT)).lower()) == [False, False]
+
+
+@pytest.mark.slow
+@needs_tf
+def test_configure_before_the_first_op_applies_and_captures_startup_noise(children):
+    done = children["fresh"]
+    report = json.loads(_result(done))
+    first = report["first"]
+    assert first["applied"] and first["message"] == ""
+    assert [name.rsplit("/", 1)[-1] for name in first["devices"] if "CPU" in name] == ["device:CPU:0", "device:CPU:1"]
+    assert len(first["growth"]) == len(first["gpus"]) and all(first["growth"])
+    assert "TensorFlow" in first["text"] and "CPU:1" in first["text"]
+    assert "absl" not in done.stderr and "cudart_stub" not in done.stderr, done.stderr  # kept in startup_log instead
+
+
+@pytest.mark.slow
+@needs_tf
+def test_calling_again_with_the_same_settings_is_harmless(children):
+    same = json.loads(_result(children["fresh"]))["same"]
+    assert same["applied"] and same["message"] == "" and len([d for d in same["devices"] if "CPU" in d]) == 2
+
+
+@pytest.mark.slow
+@needs_tf
+def test_calling_after_initialisation_explains_instead_of_crashing(children):
+    report = json.loads(_result(children["fresh"]))
+    other = report["other"]
+    assert not other["applied"]
+    assert "already initialised" in other["message"] and "restart the kernel" in other["message"]
+    assert "2 logical device(s), not 3" in other["message"]
+    assert len([d for d in other["devices"] if "CPU" in d]) == 2  # unchanged
+    assert other["message"] in other["text"]
+    assert report["strict"].startswith("TensorFlow was already initialised")
+
+
+@pytest.mark.slow
+@needs_tf
+def test_an_op_before_configuring_is_reported(children):
+    first = json.loads(_result(children["after_op"]))["first"]
+    assert not first["applied"] and "1 logical device(s), not 2" in first["message"]
+    assert len([d for d in first["devices"] if "CPU" in d]) == 1
+
+
+def test_setup_text_names_gpus_growth_message_and_log():
+    setup = TensorFlowSetup(version="2.99", gpus=("/physical_device:GPU:0",), memory_growth=(True,),
+                            logical_devices=("/device:CPU:0", "/device:GPU:0"), applied=False,
+                            message="cannot change now", startup_log=("a", "b"))
+    text = str(setup)
+    assert "TensorFlow 2.99" in text and "CPU:0, GPU:0" in text and "GPU:0 on" in text
+    assert "cannot change now" in text and "2 start-up log line(s)" in text
+    quiet = TensorFlowSetup("2.99", (), (), ("/device:CPU:0",), True, "")
+    assert "no GPU visible" in str(quiet) and "start-up" not in str(quiet)
+
+
+def test_captured_stderr_collects_c_and_python_writes():
+    lines: list[str] = []
+    with placement._captured_stderr(lines):
+        os.write(2, b"written to descriptor 2\n")
+        print("written to sys.stderr", file=sys.stderr)
+    assert lines == ["written to descriptor 2", "written to sys.stderr"]
+
+
+# --------------------------------------------------------------------------- tf_placement_log
+
+def test_placement_log_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="code"):
+        tf_placement_log(b"x = 1")
+    with pytest.raises(ValueError, match="timeout_s"):
+        tf_placement_log("x = 1", timeout_s=0)
+
+
+def test_placement_log_keeps_placement_lines_without_log_prefixes(monkeypatch):
+    stderr = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+              "I0000 00:00:1795307638.926094   23678 execute.cc:1775] Executing op MatMul in device "
+              "/job:localhost/replica:0/task:0/device:CPU:0\n"
+              "I0000 00:00:1795307638.962041   23678 placer.cc:162] Relu: (Relu): "
+              "/job:localhost/replica:0/task:0/device:CPU:0\n"
+              "I0000 00:00:1795307641.684452   24665 port.cc:153] oneDNN custom operations are on.\n")
+    monkeypatch.setattr(placement.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "", stderr))
+    assert tf_placement_log("pass") == [
+        "Executing op MatMul in device /job:localhost/replica:0/task:0/device:CPU:0",
+        "Relu: (Relu): /job:localhost/replica:0/task:0/device:CPU:0"]
+
+
+def test_placement_log_reports_a_failing_snippet(monkeypatch):
+    stderr = "Traceback (most recent call last):\nNameError: name 'x' is not defined\n"
+    failed = subprocess.CompletedProcess([], 1, "", stderr)
+    monkeypatch.setattr(placement.subprocess, "run", lambda *a, **k: failed)
+    with pytest.raises(RuntimeError, match="NameError"):
+        tf_placement_log("x")
+
+
+def test_placement_log_reports_a_timeout(monkeypatch):
+    def too_slow(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
+
+    monkeypatch.setattr(placement.subprocess, "run", too_slow)
+    with pytest.raises(RuntimeError, match="timeout_s=5"):
+        tf_placement_log("pass", timeout_s=5)
+
+
+@pytest.mark.slow
+@needs_tf
+def test_placement_log_shows_where_ops_ran(children):
+    executed = [line for line in children["log"] if line.startswith("Executing op")]
+    matmul = next(line for line in executed if line.startswith("Executing op MatMul"))
+    expected = "GPU:0" if HAS_CUDA else "CPU:0"  # a GPU request is soft-placed on the CPU where there is none
+    assert matmul.endswith(f"device:{expected}")
+
+
+# --------------------------------------------------------------------------- transfer bandwidth
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"nbytes": 0}, ValueError, "nbytes"), ({"nbytes": 2.5}, TypeError, "nbytes"),
+    ({"nbytes": 1024, "pinned": "yes"}, TypeError, "pinned"),
+    ({"nbytes": 1024, "non_blocking": 1}, TypeError, "non_blocking"),
+    ({"nbytes": 1024, "repeats": 0}, ValueError, "repeats"), ({"nbytes": 1024, "device": "tpu"}, ValueError, "device"),
+    ({"nbytes": 1024, "device": 7}, TypeError, "device"),
+    ({"nbytes": 1024, "pinned": True, "device": "cpu"}, ValueError, "pinned"),
+])
+def test_measure_transfer_rejects_bad_arguments_by_name(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        measure_transfer_bandwidth(**kwargs)
+
+
+def test_measure_transfer_on_a_cpu_is_labelled_a_host_copy(no_gpu):
+    result = measure_transfer_bandwidth(2**20, repeats=3)
+    assert result.device == "cpu" and result.nbytes == 2**20 and not result.host_to_device
+    assert result.median_s > 0 and result.bandwidth == pytest.approx(2**20 / result.median_s)
+    assert "host copy" in result.kind and "not a host-to-device transfer" in result.kind
+    assert "GB/s" in str(result) and "median of 3" in str(result)
+
+
+def test_transfer_measurement_arithmetic_and_labels():
+    pinned = TransferMeasurement(nbytes=2 * 10**9, median_s=0.1, device="cuda:0", pinned=True, non_blocking=True,
+                                 repeats=5)
+    assert pinned.bandwidth == pytest.approx(2e10) and pinned.host_to_device
+    assert pinned.kind == "host to cuda:0, pinned memory, non_blocking"
+    assert "20.00 GB/s" in str(pinned)
+    pageable = TransferMeasurement(10**6, 1e-3, "cuda:1", False, False, 7)
+    assert pageable.kind == "host to cuda:1, pageable memory"
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_pinned_and_pageable_transfers_to_the_gpu():
+    pageable = measure_transfer_bandwidth(64 * 2**20, pinned=False, device="cuda")
+    pinned = measure_transfer_bandwidth(64 * 2**20, pinned=True, device="cuda:0", non_blocking=True)
+    for result in (pageable, pinned):
+        assert result.host_to_device and 1e9 < result.bandwidth < 1e12, result
+    assert "pinned memory" in pinned.kind and "pageable memory" in pageable.kind
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_the_picked_gpu_is_tensorflows_first_gpu():
+    assert tf_device_name() == "/GPU:0"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not (HAS_CUDA and HAS_TF), reason="needs a CUDA GPU and TensorFlow")
+def test_memory_growth_is_on_for_every_gpu(children):
+    first = json.loads(_result(children["fresh"]))["first"]
+    assert first["gpus"] and first["growth"] == [True] * len(first["gpus"])

@@ -1,0 +1,362 @@
+"""Tests of gpucourse.precision: format facts, number lines, gradient casts, autocast dtypes and memory accounting."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+torch = pytest.importorskip("torch")
+nn, F = torch.nn, torch.nn.functional
+
+import gpucourse  # noqa: E402
+from gpucourse import precision  # noqa: E402
+from gpucourse.precision import (  # noqa: E402
+    FORMATS,
+    CastReport,
+    MemoryBreakdown,
+    autocast_dtype,
+    autocast_op_dtypes,
+    format_facts,
+    format_table,
+    gradient_cast_report,
+    peak_memory_bytes,
+    plot_format_ranges,
+    plot_gradient_histogram,
+    plot_number_line,
+    representable_values,
+    saved_tensor_bytes,
+    tensor_memory,
+)
+
+PROPERTY = settings(deadline=None, max_examples=40, derandomize=True, database=None)
+HAS_CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# --------------------------------------------------------------------------- format facts
+
+@pytest.mark.parametrize("name, exponent, mantissa, largest, normal, subnormal, eps, storage", [
+    ("float16", 5, 10, 65504.0, 2.0**-14, 2.0**-24, 2.0**-10, 2),
+    ("bfloat16", 8, 7, (2 - 2**-7) * 2.0**127, 2.0**-126, 2.0**-133, 2.0**-7, 2),
+    ("float32", 8, 23, (2 - 2**-23) * 2.0**127, 2.0**-126, 2.0**-149, 2.0**-23, 4),
+    ("float64", 11, 52, sys.float_info.max, 2.0**-1022, 5e-324, 2.0**-52, 8),
+    ("tf32", 8, 10, (2 - 2**-23) * 2.0**127, 2.0**-126, 2.0**-136, 2.0**-10, 4),
+    ("float8_e5m2", 5, 2, 57344.0, 2.0**-14, 2.0**-16, 0.25, 1),
+    ("float8_e4m3fn", 4, 3, 448.0, 2.0**-6, 2.0**-9, 0.125, 1),
+])
+def test_format_facts_known_values(name, exponent, mantissa, largest, normal, subnormal, eps, storage) -> None:
+    facts = format_facts(name)
+    assert (facts.exponent_bits, facts.mantissa_bits, facts.storage_bytes) == (exponent, mantissa, storage)
+    assert (facts.max, facts.smallest_normal, facts.smallest_subnormal, facts.eps) == (largest, normal, subnormal, eps)
+    assert facts.bits == 1 + exponent + mantissa
+    assert facts.name in str(facts) and facts.source
+
+
+def test_format_facts_agree_with_numpy() -> None:
+    for name in ("float16", "float32", "float64"):
+        info = np.finfo(np.dtype(name))
+        facts = format_facts(name)
+        assert facts.max == float(info.max) and facts.eps == float(info.eps)
+        assert facts.smallest_subnormal == float(info.smallest_subnormal)
+
+
+def test_derived_properties() -> None:
+    assert format_facts("float32").decimal_digits == pytest.approx(24 * math.log10(2))
+    assert format_facts("float16").decades == pytest.approx(math.log10(65504 / 2**-24))
+    assert math.isfinite(format_facts("float64").decades)
+    assert format_facts("bfloat16").decades > 75 > 15 > format_facts("float16").decades
+
+
+@pytest.mark.parametrize("bad, error", [("fp16", ValueError), ("half", ValueError), ("", ValueError),
+                                        (None, TypeError), (16, TypeError)])
+def test_format_facts_rejects_bad_names(bad, error) -> None:
+    with pytest.raises(error, match="name"):
+        format_facts(bad)
+
+
+def test_format_table() -> None:
+    assert [f.name for f in format_table()] == ["float32", "tf32", "bfloat16", "float16"]
+    assert [f.name for f in format_table(FORMATS)] == list(FORMATS)
+    with pytest.raises(TypeError, match="names"):
+        format_table("float16")
+    with pytest.raises(ValueError, match="name"):
+        format_table(["float16", "fp8"])
+
+
+# --------------------------------------------------------------------------- representable values
+
+def _all_values(torch_dtype, bits: int) -> np.ndarray:
+    """Every finite non-negative value of a torch dtype, from its bit patterns."""
+    patterns = torch.arange(2**bits, dtype=torch.int32).to(torch.int16 if bits == 16 else torch.uint8)
+    values = patterns.view(torch_dtype).double().numpy()
+    return np.unique(values[np.isfinite(values) & (values >= 0)])
+
+
+@pytest.mark.parametrize("name, dtype, bits, hi", [("float16", torch.float16, 16, 1e5), ("bfloat16", torch.bfloat16, 16, 4e38),
+                                                  ("float8_e5m2", torch.float8_e5m2, 8, 1e5),
+                                                  ("float8_e4m3fn", torch.float8_e4m3fn, 8, 1e3)])
+def test_representable_values_are_every_bit_pattern(name, dtype, bits, hi) -> None:
+    assert np.array_equal(representable_values(name, 0.0, hi, max_values=10**5), _all_values(dtype, bits))
+
+
+def test_representable_values_counts() -> None:
+    assert len(representable_values("float16", 1.0, 2.0)) == 2**10 + 1
+    assert len(representable_values("bfloat16", 1.0, 2.0)) == 2**7 + 1
+    assert len(representable_values("tf32", 1.0, 2.0)) == 2**10 + 1
+    assert len(representable_values("float32", 1.0, 1.0 + 2**-13)) == 2**10 + 1
+    assert representable_values("float16", 65000, 70000)[-1] == 65504.0
+    assert representable_values("float64", 0.0, 1e-322)[:2].tolist() == [0.0, 5e-324]
+    assert representable_values("float16", 0.1, 0.1 + 1e-6).size == 0  # spacing there is ~6e-5
+
+
+@PROPERTY
+@given(st.sampled_from([("float16", torch.float16), ("bfloat16", torch.bfloat16)]), st.floats(0, 1e4),
+       st.floats(1e-3, 50.0))
+def test_representable_values_round_trip(fmt, lo, width) -> None:
+    name, dtype = fmt
+    values = representable_values(name, lo, lo + width, max_values=10**6)
+    assert np.all(np.diff(values) > 0) and np.all((values >= lo) & (values <= lo + width))
+    assert np.array_equal(torch.from_numpy(values).to(dtype).double().numpy(), values)
+
+
+@pytest.mark.parametrize("kwargs, error, word", [
+    ({"lo": -1.0, "hi": 1.0}, ValueError, "lo"), ({"lo": 2.0, "hi": 1.0}, ValueError, "hi"),
+    ({"lo": 0.0, "hi": float("inf")}, ValueError, "hi"), ({"lo": "0", "hi": 1.0}, TypeError, "lo"),
+    ({"lo": 1.0, "hi": 2.0, "max_values": 10}, ValueError, "max_values"),
+    ({"lo": 1.0, "hi": 2.0, "max_values": 0}, ValueError, "max_values"),
+])
+def test_representable_values_rejects_bad_input(kwargs, error, word) -> None:
+    with pytest.raises(error, match=word):
+        representable_values("float16", **kwargs)
+
+
+def test_plots_return_axes_and_validate() -> None:
+    ax = plot_format_ranges(marks={"one": 1.0})
+    assert len(ax.get_yticks()) == 4 and ax.get_xlabel()
+    ax = plot_number_line(["bfloat16", "float32"], 1.0, 1.0625)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["bfloat16", "float32"]
+    assert any("too dense" in t.get_text() for t in ax.texts)  # float32 has ~500k values there
+    _, axes = plt.subplots(1, 2)
+    assert plot_number_line(["float16"], 2040.0, 2060.0, ax=axes[0]) is axes[0]
+    with pytest.raises(TypeError, match="names"):
+        plot_format_ranges("float16")
+    with pytest.raises(ValueError, match="names"):
+        plot_number_line([])
+    with pytest.raises(ValueError, match="marks"):
+        plot_format_ranges(marks={"zero": 0.0})
+    with pytest.raises(TypeError, match="ax"):
+        plot_number_line(ax="not an axes")
+
+
+# --------------------------------------------------------------------------- gradients cast to low precision
+
+def test_gradient_cast_report_counts_each_kind() -> None:
+    values = torch.tensor([0.0, 1e-9, -1e-7, 1.0, 1e5, float("nan")])
+    report = gradient_cast_report(values, "float16")
+    assert (report.total, report.zero, report.underflow, report.subnormal, report.normal, report.overflow) == (5, 1, 1, 1, 1, 1)
+    assert sum(report.fraction(k) for k in ("underflow", "subnormal", "normal", "overflow")) == pytest.approx(1.0)
+    assert "float16" in str(report)
+    scaled = gradient_cast_report([values], "float16", scale=2.0**16)
+    assert (scaled.underflow, scaled.subnormal, scaled.normal, scaled.overflow) == (0, 0, 2, 2)
+    assert gradient_cast_report(values, "bfloat16").fraction("normal") == 1.0
+
+
+def test_gradient_cast_report_reads_a_model() -> None:
+    model = nn.Linear(4, 3)
+    with pytest.raises(ValueError, match="backward"):
+        gradient_cast_report(model)
+    F.mse_loss(model(torch.ones(2, 4)), torch.zeros(2, 3)).backward()
+    report = gradient_cast_report(model)
+    assert report.total == 15 and report.nonzero > 0
+    assert gradient_cast_report([None, model.weight.grad]).total == 12
+
+
+@pytest.mark.parametrize("kwargs, error, word", [
+    ({"dtype": "float32"}, ValueError, "dtype"), ({"dtype": "tf32"}, ValueError, "dtype"),
+    ({"scale": 0}, ValueError, "scale"), ({"scale": "1"}, TypeError, "scale"),
+])
+def test_gradient_cast_report_rejects_bad_arguments(kwargs, error, word) -> None:
+    with pytest.raises(error, match=word):
+        gradient_cast_report(torch.ones(3), **kwargs)
+
+
+@pytest.mark.parametrize("grads, error", [([], ValueError), ([None], ValueError), ("grads", TypeError),
+                                          ([1.0, 2.0], TypeError), (3.0, TypeError)])
+def test_gradient_cast_report_rejects_bad_grads(grads, error) -> None:
+    with pytest.raises(error, match="grads"):
+        gradient_cast_report(grads)
+
+
+def test_gradient_histogram() -> None:
+    grads = [torch.logspace(-12, -2, 200)]
+    ax = plot_gradient_histogram(grads, "float16", scales=(1.0, 2.0**16))
+    assert len(ax.patches) > 0 and ax.get_legend() is not None
+    with pytest.raises(ValueError, match="scales"):
+        plot_gradient_histogram(grads, scales=())
+    with pytest.raises(ValueError, match="scales"):
+        plot_gradient_histogram(grads, scales=(-1.0,))
+
+
+# --------------------------------------------------------------------------- autocast
+
+def test_autocast_dtype() -> None:
+    assert autocast_dtype("cpu") is torch.bfloat16
+    assert autocast_dtype(torch.device("cpu")) is torch.bfloat16
+    assert autocast_dtype("cuda:1") is torch.float16 and autocast_dtype(torch.device("mps")) is torch.float16
+    with pytest.raises(ValueError, match="device"):
+        autocast_dtype("tpu")
+    with pytest.raises(TypeError, match="device"):
+        autocast_dtype(0)
+
+
+def _forward_and_loss(model, x, y):
+    logits = model(x)
+    return F.cross_entropy(logits, y) + 0.0 * torch.softmax(logits, dim=-1).sum()
+
+
+def test_autocast_op_dtypes_on_cpu() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x, y = torch.randn(5, 8), torch.randint(0, 4, (5,))
+    records = autocast_op_dtypes(lambda: _forward_and_loss(model, x, y), "cpu", torch.bfloat16)
+    by_name = {}
+    for record in records:
+        by_name.setdefault(record.name, record)
+    assert by_name["linear"].input_dtypes == ("float32", "float32", "float32")
+    assert by_name["linear"].output_dtype == "bfloat16"
+    assert by_name["relu"].output_dtype == "bfloat16"
+    assert by_name["cross_entropy"].output_dtype == "float32"
+    assert [r.name for r in records][:3] == ["linear", "relu", "linear"]
+    assert not torch.is_autocast_enabled("cpu") and model[0].weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize("kwargs, error, word", [
+    ({"fn": 3}, TypeError, "fn"), ({"device_type": "gpu"}, ValueError, "device_type"),
+    ({"dtype": torch.float32}, ValueError, "dtype"), ({"dtype": "bfloat16"}, TypeError, "dtype"),
+])
+def test_autocast_op_dtypes_rejects_bad_arguments(kwargs, error, word) -> None:
+    arguments = {"fn": lambda: None, "device_type": "cpu", "dtype": torch.bfloat16, **kwargs}
+    with pytest.raises(error, match=word):
+        autocast_op_dtypes(**arguments)
+
+
+def test_autocast_op_dtypes_needs_the_device(no_gpu) -> None:
+    with pytest.raises(ValueError, match="cuda"):
+        autocast_op_dtypes(lambda: None, "cuda", torch.float16)
+
+
+# --------------------------------------------------------------------------- memory
+
+def test_tensor_memory_after_an_adam_step() -> None:
+    model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 3))
+    params = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.Adam(model.parameters())
+    before = tensor_memory(model, optimizer)
+    assert (before.parameters, before.weights, before.gradients, before.optimizer_state) == (params, 4 * params, 0, 0)
+    F.cross_entropy(model(torch.randn(4, 10)), torch.tensor([0, 1, 2, 0])).backward()
+    optimizer.step()
+    after = tensor_memory(model, optimizer, activations=100)
+    assert (after.gradients, after.optimizer_state, after.activations) == (4 * params, 8 * params, 100)
+    assert after.total == 16 * params + 100
+    assert after.per_parameter()["optimizer_state"] == 8.0
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    sgd.step()
+    assert tensor_memory(model, sgd).optimizer_state == 0
+
+
+def test_tensor_memory_rejects_bad_arguments() -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="model"):
+        tensor_memory("model")
+    with pytest.raises(TypeError, match="optimizer"):
+        tensor_memory(model, optimizer="adam")
+    with pytest.raises(ValueError, match="activations"):
+        tensor_memory(model, activations=-1)
+    with pytest.raises(ValueError, match="parameters"):
+        MemoryBreakdown(0, 0, 0, 0).per_parameter()
+
+
+def test_saved_tensor_bytes_halve_under_autocast() -> None:
+    layer = nn.Linear(64, 32, bias=False)
+    x = torch.randn(16, 64, requires_grad=True)  # so that the backward pass needs the weight too
+
+    def forward(use_autocast: bool):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_autocast):
+            return layer(x).sum()
+
+    # float32: linear saves its input (the weight is excluded as a parameter)
+    assert saved_tensor_bytes(lambda: forward(False), exclude=layer.parameters()) == {"float32": 16 * 64 * 4}
+    # bfloat16: the input and autocast's 16-bit copy of the weight
+    assert saved_tensor_bytes(lambda: forward(True), exclude=layer.parameters()) == {"bfloat16": (16 * 64 + 32 * 64) * 2}
+    assert saved_tensor_bytes(lambda: forward(False)) == {"float32": (16 * 64 + 32 * 64) * 4}
+    with pytest.raises(TypeError, match="fn"):
+        saved_tensor_bytes(None)
+    with pytest.raises(TypeError, match="exclude"):
+        saved_tensor_bytes(lambda: None, exclude=[1, 2])
+
+
+def test_peak_memory_bytes_needs_cuda() -> None:
+    with pytest.raises(ValueError, match="CUDA"):
+        peak_memory_bytes(lambda: None, "cpu")
+    with pytest.raises(TypeError, match="fn"):
+        peak_memory_bytes(None, "cpu")
+
+
+def test_cast_report_fraction_validates() -> None:
+    report = CastReport("float16", 1.0, 0, 0, 0, 0, 0, 0)
+    assert report.fraction("underflow") == 0.0
+    with pytest.raises(ValueError, match="kind"):
+        report.fraction("zero")
+
+
+# --------------------------------------------------------------------------- TensorFlow's start-up lines
+# (gpucourse.import_tensorflow, which this lesson uses; the notebook tests check that its cells write no stderr)
+
+@pytest.mark.parametrize("line, noise", [
+    ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR", True),
+    ("I0000 00:00:1.0  123 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.", True),
+    ("E0000 00:00:1.0  123 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error", True),
+    ("E0000 00:00:1.0  123 some_op.cc:10] Out of memory while allocating", False),
+    ("Traceback (most recent call last):", False),
+])
+def test_tensorflow_startup_noise_filter(line, noise) -> None:
+    assert bool(gpucourse._TF_STARTUP_NOISE.search(line)) is noise
+
+
+
+# --------------------------------------------------------------------------- GPU only
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_autocast_on_cuda_keeps_softmax_and_layer_norm_in_float32() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4)).cuda()
+    x, y = torch.randn(5, 8, device="cuda"), torch.randint(0, 4, (5,), device="cuda")
+    records = {r.name: r.output_dtype for r in autocast_op_dtypes(lambda: _forward_and_loss(model, x, y), "cuda",
+                                                                  torch.float16)}
+    assert records["linear"] == "float16"
+    assert records["layer_norm"] == records["softmax"] == records["cross_entropy"] == "float32"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_peak_memory_bytes_on_cuda() -> None:
+    def allocate() -> None:
+        block = torch.empty(2**20, dtype=torch.float32, device="cuda")  # 4 MiB
+        del block
+
+    assert peak_memory_bytes(allocate, "cuda") >= 4 * 2**20
+    assert peak_memory_bytes(allocate, torch.device("cuda:0")) >= 4 * 2**20

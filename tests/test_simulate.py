@@ -1,0 +1,231 @@
+"""Tests of gpucourse.simulate: the simulated asynchronous GPU that lesson 02's timing exercise is graded on.
+
+Durations are sleeps of tens of milliseconds; bounds leave room for a loaded 2-core machine (a sleep never ends
+early, but may end several milliseconds late).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+from gpucourse.simulate import MAX_SECONDS, SimulatedGPU
+from gpucourse.timing import benchmark
+
+
+def _stream_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "SimulatedGPU-stream"]
+
+
+def _elapsed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+@pytest.fixture
+def gpu():
+    """A simulated GPU with 30 ms kernels and no start-up cost, closed after the test."""
+    with SimulatedGPU(kernel_s=0.03, init_s=0.0, launch_s=0.0002) as device:
+        yield device
+
+
+# --------------------------------------------------------------------------- asynchronous execution
+
+def test_launch_returns_before_the_kernel_finishes_and_synchronize_waits_for_it(gpu):
+    gpu.synchronize()  # pay nothing: init_s is 0
+    assert _elapsed(gpu.launch) < 0.015
+    assert gpu.pending == 1
+    waited = _elapsed(gpu.synchronize)
+    assert 0.015 < waited < 0.1
+    assert gpu.pending == 0 and gpu.completed == 1
+
+
+def test_kernels_run_one_after_the_other_in_launch_order(gpu):
+    start = time.perf_counter()
+    for _ in range(4):
+        gpu.launch()
+    launched = time.perf_counter() - start
+    gpu.synchronize()
+    total = time.perf_counter() - start
+    assert launched < 0.03, "four launches must return long before the first kernel ends"
+    assert total >= 4 * 0.03, "one stream: the kernels do not overlap"
+    assert gpu.calls == gpu.completed == 4
+
+
+def test_a_launch_with_its_own_duration_runs_that_long(gpu):
+    gpu.launch(0.06)
+    assert 0.05 < _elapsed(gpu.synchronize) < 0.15
+
+
+def test_synchronize_with_nothing_queued_returns_at_once(gpu):
+    gpu.synchronize()
+    assert _elapsed(gpu.synchronize) < 0.01
+
+
+def test_first_call_pays_the_initialisation_in_the_caller():
+    with SimulatedGPU(kernel_s=0.01, init_s=0.12, launch_s=0.0) as device:
+        assert not device.initialized
+        first = _elapsed(device.launch)
+        second = _elapsed(device.launch)
+        assert device.initialized
+    assert first >= 0.12 and second < 0.05
+
+
+def test_synchronize_alone_does_not_initialise_the_first_launch_or_copy_does():
+    with SimulatedGPU(init_s=0.08) as device:
+        assert _elapsed(device.synchronize) < 0.03 and not device.initialized
+        assert _elapsed(lambda: device.to_device(0)) >= 0.08
+        assert device.initialized and _elapsed(device.launch) < 0.03
+
+
+def test_every_kth_kernel_hiccups():
+    with SimulatedGPU(kernel_s=0.01, init_s=0.0, hiccup_every=3, hiccup_s=0.08) as device:
+        times = []
+        for _ in range(6):
+            times.append(_elapsed(lambda: (device.launch(), device.synchronize())))
+    slow = [i for i, t in enumerate(times, start=1) if t > 0.06]
+    assert slow == [3, 6]
+
+
+def test_matmul_runs_for_2_n_cubed_over_the_peak():
+    with SimulatedGPU(init_s=0.0, flops_per_s=2 * 256**3 / 0.04) as device:  # a 256 x 256 matmul takes 40 ms
+        assert device.peak_flops == 2 * 256**3 / 0.04
+        assert _elapsed(lambda: device.matmul(256)) < 0.02
+        assert 0.03 < _elapsed(device.synchronize) < 0.12
+
+
+def test_to_device_blocks_for_the_transfer_after_queued_kernels(gpu):
+    gpu.launch()
+    seconds = _elapsed(lambda: gpu.to_device(400_000_000))  # 400 MB at 12 GB/s: 33 ms, after a 30 ms kernel
+    assert seconds >= 0.03 + 0.033 - 0.002
+    assert gpu.pending == 0
+
+
+def test_calls_counts_launches_and_matmuls(gpu):
+    gpu.launch()
+    gpu.matmul(8)
+    gpu.launch(0.0)
+    gpu.synchronize()
+    assert gpu.calls == 3 and gpu.completed == 3
+
+
+def test_repr_names_the_settings_and_state(gpu):
+    gpu.launch()
+    text = repr(gpu)
+    assert text.startswith("SimulatedGPU(kernel_s=0.03") and "1 kernels launched" in text
+    gpu.close()
+    assert repr(gpu).endswith("closed)")
+
+
+# --------------------------------------------------------------------------- timing on it
+
+def test_benchmark_with_synchronisation_measures_the_kernel(gpu):
+    result = benchmark(gpu.launch, warmup=1, repeats=5, sync=gpu.synchronize)
+    assert 0.03 <= result.median_s < 0.045
+
+
+def test_benchmark_without_synchronisation_measures_only_the_launch(gpu):
+    result = benchmark(gpu.launch, warmup=1, repeats=5)
+    gpu.synchronize()
+    assert result.median_s < 0.01
+
+
+def test_timing_without_warmup_includes_the_initialisation():
+    with SimulatedGPU(kernel_s=0.01, init_s=0.1) as device:
+        cold = benchmark(device.launch, warmup=0, repeats=1, sync=device.synchronize).median_s
+        warm = benchmark(device.launch, warmup=0, repeats=1, sync=device.synchronize).median_s
+    assert cold >= 0.11 and warm < 0.05
+
+
+def test_hiccups_pull_the_mean_above_the_median():
+    with SimulatedGPU(kernel_s=0.01, init_s=0.0, hiccup_every=4, hiccup_s=0.1) as device:
+        result = benchmark(device.launch, warmup=0, repeats=8, sync=device.synchronize)
+    assert result.median_s < 0.03 and result.mean_s > 0.03
+
+
+# --------------------------------------------------------------------------- clean-up
+
+def test_close_ends_the_thread_and_refuses_more_work():
+    before = len(_stream_threads())
+    device = SimulatedGPU(kernel_s=0.01, init_s=0.0)
+    assert len(_stream_threads()) == before + 1
+    device.launch(5.0)  # a long kernel: close() must not wait for it
+    assert _elapsed(device.close) < 1.0
+    assert device.closed and len(_stream_threads()) == before
+    device.close()  # twice is fine
+    for call in (device.launch, device.synchronize, lambda: device.matmul(4), lambda: device.to_device(1)):
+        with pytest.raises(RuntimeError, match="closed"):
+            call()
+
+
+def test_context_manager_closes_even_after_an_error():
+    before = len(_stream_threads())
+    with pytest.raises(ZeroDivisionError):
+        with SimulatedGPU(init_s=0.0) as device:
+            device.launch()
+            1 / 0
+    assert device.closed and len(_stream_threads()) == before
+
+
+def test_a_forgotten_device_stops_its_thread_when_collected():
+    before = len(_stream_threads())
+    device = SimulatedGPU(init_s=0.0)
+    device.launch()
+    del device
+    gc.collect()
+    assert len(_stream_threads()) == before
+
+
+def test_the_stream_thread_is_a_daemon(gpu):
+    assert all(t.daemon for t in _stream_threads())
+
+
+# --------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("kwargs, error, argname", [
+    ({"kernel_s": 0}, ValueError, "kernel_s"),
+    ({"kernel_s": -0.1}, ValueError, "kernel_s"),
+    ({"kernel_s": "0.1"}, TypeError, "kernel_s"),
+    ({"kernel_s": MAX_SECONDS + 1}, ValueError, "kernel_s"),
+    ({"init_s": -1}, ValueError, "init_s"),
+    ({"init_s": None}, TypeError, "init_s"),
+    ({"launch_s": float("nan")}, ValueError, "launch_s"),
+    ({"flops_per_s": 0}, ValueError, "flops_per_s"),
+    ({"transfer_bytes_per_s": -5.0}, ValueError, "transfer_bytes_per_s"),
+    ({"hiccup_every": -1}, ValueError, "hiccup_every"),
+    ({"hiccup_every": 2.0}, TypeError, "hiccup_every"),
+    ({"hiccup_every": True}, TypeError, "hiccup_every"),
+    ({"hiccup_s": float("inf")}, ValueError, "hiccup_s"),
+], ids=str)
+def test_constructor_rejects_bad_arguments_naming_them(kwargs, error, argname):
+    before = len(_stream_threads())
+    with pytest.raises(error, match=rf"^{argname}\b"):
+        SimulatedGPU(**kwargs)
+    assert len(_stream_threads()) == before, "a rejected device must not start a thread"
+
+
+def test_kernel_s_is_keyword_or_first_positional_and_the_rest_keyword_only():
+    with pytest.raises(TypeError):
+        SimulatedGPU(0.01, 0.1)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("call, error, argname", [
+    (lambda d: d.launch(-1.0), ValueError, "seconds"),
+    (lambda d: d.launch("1"), TypeError, "seconds"),
+    (lambda d: d.launch(MAX_SECONDS * 2), ValueError, "seconds"),
+    (lambda d: d.matmul(0), ValueError, "n"),
+    (lambda d: d.matmul(3.0), TypeError, "n"),
+    (lambda d: d.matmul(10**6), ValueError, "n"),
+    (lambda d: d.to_device(-1), ValueError, "nbytes"),
+    (lambda d: d.to_device(1.5), TypeError, "nbytes"),
+    (lambda d: d.to_device(10**15), ValueError, "nbytes"),
+], ids=["launch-negative", "launch-str", "launch-too-long", "matmul-zero", "matmul-float", "matmul-too-big",
+        "to_device-negative", "to_device-float", "to_device-too-big"])
+def test_methods_reject_bad_arguments_naming_them(gpu, call, error, argname):
+    with pytest.raises(error, match=rf"^{argname}\b"):
+        call(gpu)
+    assert gpu.calls == 0

@@ -148,20 +148,12 @@ def quiet_stderr() -> Iterator[None]:
 
 
 def import_keras():
-    """Import Keras (and TensorFlow) quietly, with GPU memory growth on so TensorFlow shares a GPU with PyTorch."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    with quiet_stderr():
-        import keras
+    """Import Keras through gpucourse.import_tensorflow (quiet start-up, GPU memory growth on) and return it."""
+    from gpucourse import import_tensorflow
 
-        if keras.backend.backend() == "tensorflow":
-            import tensorflow as tf
+    import_tensorflow()
+    import keras
 
-            for gpu in tf.config.list_physical_devices("GPU"):  # also triggers (and silences) the CUDA probing
-                try:
-                    tf.config.experimental.set_memory_growth(gpu, True)
-                except RuntimeError:  # TensorFlow already initialised its devices: too late, and harmless
-                    pass
     return keras
 
 

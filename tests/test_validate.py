@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpucourse import _validate
 from gpucourse._validate import non_negative_int, non_negative_number, one_of, positive_int, positive_number
 
 PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
@@ -149,3 +150,23 @@ def test_one_of_rejects_non_strings_with_a_type_error(value):
 def test_one_of_accepts_a_one_shot_iterator_of_choices_and_names_them_in_the_error():
     with pytest.raises(ValueError, match=r"\['a', 'b'\]"):
         one_of("letter", "c", iter(["a", "b"]))
+
+
+class _Thing:
+    """A stand-in element type for list_of."""
+
+
+@pytest.mark.parametrize("items, error, message", [
+    (_Thing(), TypeError, "a list of _Thing objects"), ("abc", TypeError, "a list of _Thing"),
+    (5, TypeError, "a list of _Thing"), ([_Thing(), 3], TypeError, "contain _Thing objects, got int"),
+    ([], ValueError, "at least one _Thing"),
+], ids=["single", "str", "int", "mixed", "empty"])
+def test_list_of_rejects_bad_lists_naming_the_argument(items, error, message) -> None:
+    with pytest.raises(error, match=rf"^things must .*{message}"):
+        _validate.list_of("things", items, _Thing, non_empty=True)
+
+
+def test_list_of_accepts_any_iterable_and_empty_when_allowed() -> None:
+    things = (_Thing(), _Thing())
+    assert _validate.list_of("things", iter(things), _Thing) == list(things)
+    assert _validate.list_of("things", [], _Thing) == []

@@ -58,3 +58,16 @@ def one_of(name: str, value: object, choices: Iterable[str]) -> str:
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def list_of(name: str, items: object, kind: type, *, non_empty: bool = False) -> list:
+    """Return ``items`` as a list of ``kind`` objects, else raise naming ``name`` (a single ``kind`` is refused)."""
+    if isinstance(items, (kind, str, bytes)) or not isinstance(items, Iterable):
+        raise TypeError(f"{name} must be a list of {kind.__name__} objects, got {type(items).__name__}")
+    found = list(items)
+    if non_empty and not found:
+        raise ValueError(f"{name} must contain at least one {kind.__name__}")
+    for item in found:
+        if not isinstance(item, kind):
+            raise TypeError(f"{name} must contain {kind.__name__} objects, got {type(item).__name__}")
+    return found

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpucourse._validate import non_negative_int, non_negative_number, one_of, positive_int, positive_number
+from gpucourse._validate import list_of, non_negative_int, non_negative_number, one_of, positive_int, positive_number
 
 # --------------------------------------------------------------------------- data
 
@@ -648,12 +648,10 @@ def train(data: ImageData, config: TrainConfig | None = None, *, model=None, pro
 def speed_score(image_size: int = 28, device: object = "auto", batch_size: int = 64, steps: int = 20,
                 warmup: int = 5) -> float:
     """This device's speed now: images/s of a plain float32 training step of :func:`small_cnn` (median step time)."""
-    import statistics
-
     import torch
     import torch.nn.functional as F
 
-    from gpucourse.timing import sync_for
+    from gpucourse.timing import benchmark, sync_for
 
     size = _image_size(image_size)
     batch_size, steps = positive_int("batch_size", batch_size), positive_int("steps", steps)
@@ -672,16 +670,7 @@ def speed_score(image_size: int = 28, device: object = "auto", batch_size: int =
         loss.backward()
         optimizer.step()
 
-    for _ in range(warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - start)
-    return batch_size / statistics.median(times)
+    return batch_size / benchmark(step, warmup=warmup, repeats=steps, sync=sync).median_s
 
 
 def time_budget_s(images: int, images_per_s: float, slack: float = 4.0, overhead_s: float = 3.0) -> float:
@@ -771,12 +760,7 @@ class LivePlot:
 
 def speedup_rows(results: Sequence[TrainResult]) -> list[dict]:
     """Rows of the speed-up table: throughput and time-to-accuracy of each run against the first (the baseline)."""
-    results = list(results)
-    if not results:
-        raise ValueError("results must hold at least one TrainResult (the first is the baseline)")
-    for item in results:
-        if not isinstance(item, TrainResult):
-            raise TypeError(f"results must hold TrainResult objects, got {type(item).__name__}")
+    results = list_of("results", results, TrainResult, non_empty=True)  # the first is the baseline
     base = results[0]
     rows = []
     for run in results:

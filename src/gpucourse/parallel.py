@@ -24,10 +24,10 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
+from gpucourse._validate import list_of, non_negative_int, one_of, positive_int, positive_number
 from gpucourse.timing import BenchmarkResult
 
 LOOPBACK = "127.0.0.1"
@@ -947,14 +947,7 @@ def plot_pipeline_timeline(events: Iterable[PipelineEvent], ax=None, title: str 
     """Draw a pipeline schedule: one row per stage, forward and backward passes as labelled bars; return the Axes."""
     import matplotlib.pyplot as plt
 
-    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
-        raise TypeError(f"events must be a list of PipelineEvent, got {type(events).__name__}")
-    events = list(events)
-    if not events:
-        raise ValueError("events must hold at least one PipelineEvent")
-    for event in events:
-        if not isinstance(event, PipelineEvent):
-            raise TypeError(f"events must hold PipelineEvent objects, got {type(event).__name__}")
+    events = list_of("events", events, PipelineEvent, non_empty=True)
     if not isinstance(title, str):
         raise TypeError(f"title must be a str, got {type(title).__name__}")
     scale = {"s": 1.0, "ms": 1e3, "steps": 1.0}[one_of("unit", unit, ("s", "ms", "steps"))]

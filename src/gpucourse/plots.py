@@ -6,9 +6,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import positive_int, positive_number
+from gpucourse._validate import list_of, positive_int, positive_number
 from gpucourse.hardware import GpuSpec
-from gpucourse.roofline import RooflinePoint, _as_list
+from gpucourse.roofline import RooflinePoint
 
 MAX_TASKS_LIMIT = 10**15
 """Largest ``max_tasks`` :func:`plot_latency_throughput` accepts (far beyond any lesson, well inside float range)."""
@@ -56,12 +56,7 @@ def plot_latency_throughput(pools: Iterable[WorkerPool], max_tasks: int = 10**6,
     """Plot time to finish and throughput against the number of tasks for each pool; return the two Axes."""
     import matplotlib.pyplot as plt
 
-    pools = _as_list("pools", pools, WorkerPool)
-    if not pools:
-        raise ValueError("pools must contain at least one WorkerPool")
-    for pool in pools:
-        if not isinstance(pool, WorkerPool):
-            raise TypeError(f"pools must contain WorkerPool objects, got {type(pool).__name__}")
+    pools = list_of("pools", pools, WorkerPool, non_empty=True)
     max_tasks = positive_int("max_tasks", max_tasks)
     if max_tasks < 2:
         raise ValueError(f"max_tasks must be >= 2, got {max_tasks}")
@@ -99,12 +94,7 @@ def plot_gpu_memory(specs: Iterable[GpuSpec], claim_gb: float | None = None, cla
     """Scatter each GPU's datasheet memory (GB) against its launch year, with an optional claimed ceiling."""
     import matplotlib.pyplot as plt
 
-    specs = _as_list("specs", specs, GpuSpec)
-    if not specs:
-        raise ValueError("specs must contain at least one GpuSpec")
-    for spec in specs:
-        if not isinstance(spec, GpuSpec):
-            raise TypeError(f"specs must contain GpuSpec objects, got {type(spec).__name__}")
+    specs = list_of("specs", specs, GpuSpec, non_empty=True)
     if not isinstance(claim_label, str):
         raise TypeError(f"claim_label must be a str, got {type(claim_label).__name__}")
     if claim_gb is not None:
@@ -138,10 +128,7 @@ def mark_points(ax, points: Iterable[RooflinePoint], color: str = "black", marke
     from matplotlib.markers import MarkerStyle
 
     _check_ax("ax", ax)
-    points = _as_list("points", points, RooflinePoint)
-    for point in points:
-        if not isinstance(point, RooflinePoint):
-            raise TypeError(f"points must contain RooflinePoint objects, got {type(point).__name__}")
+    points = list_of("points", points, RooflinePoint)
     for name, value in (("color", color), ("marker", marker)):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str (a matplotlib name such as 'black' or 'o'), got {type(value).__name__}")

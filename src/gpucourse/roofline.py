@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
+from gpucourse._validate import list_of, non_negative_int, one_of, positive_int, positive_number
 from gpucourse.hardware import DTYPE_BYTES
 
 
@@ -152,28 +152,14 @@ class Roof:
         positive_number("bandwidth", self.bandwidth)
 
 
-def _as_list(name: str, items: object, kind: type) -> list:
-    """``items`` as a list, raising a TypeError naming ``name`` if it is a single ``kind`` or not iterable."""
-    if isinstance(items, (kind, str)) or not isinstance(items, Iterable):
-        raise TypeError(f"{name} must be a list of {kind.__name__} objects, got {type(items).__name__}")
-    return list(items)
-
-
 def plot_roofline(roofs: Iterable[Roof], points: Iterable[RooflinePoint] = (), ax=None,
                   intensity_range: tuple[float, float] = (1 / 16, 1024)):
     """Draw each roof and each point on log-log axes; return the matplotlib Axes."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    roofs, points = _as_list("roofs", roofs, Roof), _as_list("points", points, RooflinePoint)
-    if not roofs:
-        raise ValueError("roofs must contain at least one Roof")
-    for item in roofs:
-        if not isinstance(item, Roof):
-            raise TypeError(f"roofs must contain Roof objects, got {type(item).__name__}")
-    for item in points:
-        if not isinstance(item, RooflinePoint):
-            raise TypeError(f"points must contain RooflinePoint objects, got {type(item).__name__}")
+    roofs = list_of("roofs", roofs, Roof, non_empty=True)
+    points = list_of("points", points, RooflinePoint)
     if not isinstance(intensity_range, (tuple, list)) or len(intensity_range) != 2:
         raise TypeError(f"intensity_range must be a (low, high) pair of numbers, got {intensity_range!r}")
     low, high = positive_number("intensity_range[0]", intensity_range[0]), positive_number("intensity_range[1]", intensity_range[1])

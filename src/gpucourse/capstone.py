@@ -841,10 +841,9 @@ def train_keras(data: ImageData, epochs: int = 3, batch_size: int = 128, lr: flo
     keras = import_keras()
     previous = keras.mixed_precision.global_policy().name
     if precision == "mixed":
-        with quiet_stderr():
-            import tensorflow as tf
+        import tensorflow as tf  # already imported, quietly, by import_keras
 
-            has_gpu = bool(tf.config.list_physical_devices("GPU"))
+        has_gpu = bool(tf.config.list_physical_devices("GPU"))
         keras.mixed_precision.set_global_policy("mixed_float16" if has_gpu else "mixed_bfloat16")
     try:
         keras.utils.set_random_seed(0)

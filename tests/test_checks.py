@@ -262,3 +262,44 @@ def test_check_raises_rejects_something_that_is_not_an_exception_class(error):
 def test_check_raises_rejects_a_bad_name(name):
     with pytest.raises(TypeError, match=r"^name must be a non-empty str"):
         check_raises(name, _raise(ValueError()), ValueError)
+
+
+def test_off_limits_blocks_module_attribute_and_imported_names_then_restores() -> None:
+    import gpucourse.timing as timing
+    from gpucourse.checks import OffLimits, off_limits
+
+    original = timing.benchmark
+    namespace = {"benchmark": original, "other": print}
+    with off_limits("gpucourse.timing.benchmark", exercise="Exercise 1", namespace=namespace):
+        with pytest.raises(OffLimits, match="Exercise 1 asks you to write this yourself; gpucourse.timing.benchmark"):
+            timing.benchmark(lambda: None)
+        with pytest.raises(OffLimits):
+            namespace["benchmark"](lambda: None)
+        assert namespace["other"] is print
+    assert timing.benchmark is original and namespace["benchmark"] is original
+
+
+def test_off_limits_restores_after_an_ipython_cell_even_when_it_fails() -> None:
+    from IPython.testing.globalipapp import start_ipython
+
+    import gpucourse.timing as timing
+
+    shell = start_ipython()
+    original = timing.benchmark
+    shell.run_cell("from gpucourse.checks import off_limits\n"
+                   "off_limits('gpucourse.timing.benchmark', exercise='Exercise 1')\n"
+                   "import gpucourse.timing\ngpucourse.timing.benchmark(lambda: None)\n")
+    assert timing.benchmark is original
+
+
+@pytest.mark.parametrize("helpers, exercise, error", [
+    (("gpucourse.timing.no_such_helper",), "Exercise 1", ValueError),
+    (("numpy.sum",), "Exercise 1", ValueError),
+    ((), "Exercise 1", ValueError),
+    (("gpucourse.timing.benchmark",), "", TypeError),
+])
+def test_off_limits_rejects_bad_arguments(helpers, exercise, error) -> None:
+    from gpucourse.checks import off_limits
+
+    with pytest.raises(error, match="helpers|exercise"):
+        off_limits(*helpers, exercise=exercise, namespace={})

@@ -118,3 +118,109 @@ def check_raises(name: str, call: Callable[[], object], error: type[BaseExceptio
     except Exception as other:  # the wrong kind of error is a wrong answer, reported as such
         _fail(name, f"raised {type(other).__name__}({other}), expected {error.__name__}", hint)
     _fail(name, f"returned {_describe(result)} instead of raising {error.__name__}", hint)
+
+
+class OffLimits(CheckFailed):
+    """A course helper called while a test cell grades the exercise that asks the learner to write it."""
+
+
+def _resolve(dotted: str) -> tuple[object, str, object]:
+    """Split 'gpucourse.module.name' into (module object, attribute name, current value); ValueError if absent."""
+    import importlib
+
+    if not isinstance(dotted, str) or not dotted.startswith("gpucourse.") or dotted.count(".") < 2:
+        raise ValueError(f"helpers must be dotted names such as 'gpucourse.timing.benchmark', got {dotted!r}")
+    module_name, _, attribute = dotted.rpartition(".")
+    module = importlib.import_module(module_name)
+    if not hasattr(module, attribute):
+        raise ValueError(f"helpers: {module_name} has no attribute {attribute!r}")
+    return module, attribute, getattr(module, attribute)
+
+
+def _blocker(dotted: str, exercise: str) -> Callable[..., object]:
+    """A stand-in that raises OffLimits naming the exercise and the helper."""
+
+    def blocked(*args: object, **kwargs: object) -> object:
+        raise OffLimits(f"{exercise} asks you to write this yourself; {dotted} is off-limits in it.\n"
+                        f"  Hint: use numpy, torch or plain Python in your answer, not the course's own helper.")
+
+    blocked.__name__ = blocked.__qualname__ = dotted.rpartition(".")[2]
+    return blocked
+
+
+class OffLimitsGuard:
+    """Active while a test cell runs: the named helpers raise OffLimits; ``restore()`` puts them back."""
+
+    def __init__(self, swaps: list[tuple[object, str, object, object]], namespaces: list[dict]) -> None:
+        self._swaps = swaps  # (owner, attribute, original, blocker); owner is a module or a namespace dict
+        self._namespaces = namespaces
+        self.active = True
+
+    def restore(self, *_: object) -> None:
+        """Put every helper back (safe to call twice)."""
+        if not self.active:
+            return
+        for owner, attribute, original, blocker in reversed(self._swaps):
+            if isinstance(owner, dict):
+                if owner.get(attribute) is blocker:
+                    owner[attribute] = original
+            elif getattr(owner, attribute, None) is blocker:
+                setattr(owner, attribute, original)
+        self.active = False
+
+    def __enter__(self) -> "OffLimitsGuard":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.restore()
+
+
+def off_limits(*helpers: str, exercise: str, namespace: dict | None = None) -> OffLimitsGuard:
+    """Make course helpers raise OffLimits until the end of the current notebook cell (or of a ``with`` block).
+
+    ``helpers`` are dotted names ('gpucourse.timing.benchmark'). Besides the module attribute, every name in
+    ``namespace`` (default: the caller's globals, i.e. the notebook's) bound to the same object is swapped too, so
+    ``from gpucourse.timing import benchmark`` in an answer is caught as well. In IPython the helpers come back
+    after the cell, whether it passed or failed.
+    """
+    import inspect
+
+    if not isinstance(exercise, str) or not exercise:
+        raise TypeError(f"exercise must be a non-empty str such as 'Exercise 1', got {exercise!r}")
+    if not helpers:
+        raise ValueError("helpers: name at least one helper, e.g. 'gpucourse.timing.benchmark'")
+    if namespace is None:
+        frame = inspect.currentframe()
+        namespace = frame.f_back.f_globals if frame is not None and frame.f_back is not None else {}
+    elif not isinstance(namespace, dict):
+        raise TypeError(f"namespace must be a dict (a module's globals), got {type(namespace).__name__}")
+    swaps: list[tuple[object, str, object, object]] = []
+    for dotted in helpers:
+        module, attribute, original = _resolve(dotted)
+        blocker = _blocker(dotted, exercise)
+        setattr(module, attribute, blocker)
+        swaps.append((module, attribute, original, blocker))
+        for name, value in list(namespace.items()):
+            if value is original:
+                namespace[name] = blocker
+                swaps.append((namespace, name, original, blocker))
+    guard = OffLimitsGuard(swaps, [namespace])
+    _restore_after_cell(guard)
+    return guard
+
+
+def _restore_after_cell(guard: OffLimitsGuard) -> None:
+    """In IPython, restore the helpers once the running cell ends (pass or fail)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def restore_once(*_: object) -> None:
+        guard.restore()
+        shell.events.unregister("post_run_cell", restore_once)
+
+    shell.events.register("post_run_cell", restore_once)

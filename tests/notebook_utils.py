@@ -82,13 +82,27 @@ def cell_by_grade_id(notebook: dict, grade_id: str) -> dict:
     raise KeyError(f"no cell with grade_id {grade_id!r}")
 
 
-def wrong_answers(lesson: str) -> dict[str, str]:
-    """tests/wrong_answers/<lesson>.py's WRONG: solution grade_id -> source of a plausible wrong answer."""
+WRONG_KINDS = ("constant", "helper", "visible_only", "typical")  # every exercise has at least these four
+
+
+def wrong_answer_sets(lesson: str) -> dict[str, dict[str, str]]:
+    """tests/wrong_answers/<lesson>.py's WRONG: solution grade_id -> {kind: source of a plausible wrong answer}.
+
+    Kinds: 'constant' (returns a fixed value), 'helper' (calls the course's own helper), 'visible_only' (right only
+    on the visible test's input), 'typical' (the lesson's typical mistake), plus any others. A plain string is
+    read as {'typical': source} (the older one-per-exercise form).
+    """
     path = ROOT / "tests" / "wrong_answers" / f"{lesson}.py"
     spec = importlib.util.spec_from_file_location(f"wrong_{lesson}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.WRONG
+    return {grade_id: ({"typical": kinds} if isinstance(kinds, str) else dict(kinds))
+            for grade_id, kinds in module.WRONG.items()}
+
+
+def wrong_answers(lesson: str) -> dict[str, str]:
+    """One wrong answer per exercise (its 'typical' mistake), used in the full nbgrader pipeline."""
+    return {grade_id: kinds["typical"] for grade_id, kinds in wrong_answer_sets(lesson).items()}
 
 
 QUIET_CALLS = {"check", "check_raises", "print"}

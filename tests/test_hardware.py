@@ -522,3 +522,17 @@ def test_datasheet_fp32_is_cores_times_two_times_clock(spec) -> None:
     """The float32 figure is CUDA cores x 2 (FMA) x boost clock, so the three datasheet fields agree."""
     assert spec.cuda_cores * 2 * spec.boost_clock_ghz * 1e9 == pytest.approx(spec.peak_flops("float32"), rel=0.01)
     assert spec.sms > 0 and 0 < spec.fp64_tflops <= spec.fp32_tflops
+
+
+def test_bf16_and_tf32_gates_follow_the_compute_capability(monkeypatch) -> None:
+    """A T4 (7.5) has neither native bf16 nor TF32 although torch.cuda.is_bf16_supported() says True there."""
+    torch = pytest.importorskip("torch")
+    from gpucourse import hardware
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for capability, native in (((7, 5), False), ((8, 0), True), ((8, 9), True), ((9, 0), True), ((6, 0), False)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert hardware.cuda_capability() == capability
+        assert hardware.has_native_bf16() is native and hardware.has_tf32() is native
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hardware.cuda_capability() is None and not hardware.has_native_bf16() and not hardware.has_tf32()

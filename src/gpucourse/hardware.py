@@ -70,6 +70,30 @@ def pick_device(prefer: str = "auto"):
     return torch.device(prefer)
 
 
+def cuda_capability(device: object = None) -> tuple[int, int] | None:
+    """Compute capability (major, minor) of a CUDA GPU (default: the current one), or None without one."""
+    torch = _torch_or_none()
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return tuple(torch.cuda.get_device_capability(device))
+
+
+def has_native_bf16() -> bool:
+    """True on a CUDA GPU with bfloat16 Tensor Cores (compute capability >= 8.0, Ampere and newer).
+
+    ``torch.cuda.is_bf16_supported()`` also says True on a T4 (7.5), where bfloat16 runs through emulation:
+    gate on the capability instead.
+    """
+    capability = cuda_capability()
+    return capability is not None and capability >= (8, 0)
+
+
+def has_tf32() -> bool:
+    """True on a CUDA GPU whose Tensor Cores run TF32 (compute capability >= 8.0); a T4 (7.5) has none."""
+    capability = cuda_capability()
+    return capability is not None and capability >= (8, 0)
+
+
 # --------------------------------------------------------------------------- CPU facts
 
 SIMD_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16", "avx512f", "avx2", "fma", "avx", "sse4_2", "asimd", "neon", "sve")
@@ -347,6 +371,7 @@ class GpuSpec:
     cuda_cores: int | None = None
     sms: int | None = None
     boost_clock_ghz: float | None = None
+    fp64_tensor_tflops: float | None = None  # FP64 Tensor Cores (A100, H100, ...): what DGEMM uses
 
     def peak_flops(self, dtype: str = "float32") -> float:
         """Datasheet peak FLOP/s for ``dtype``: 'float64' or 'float32' (CUDA cores), 'tf32', 'float16', 'bfloat16' (Tensor Cores)."""

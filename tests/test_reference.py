@@ -99,6 +99,8 @@ REFUSED = {
     "inconsistent speed-up": (lambda d: d["figures"]["speedup"]["rows"][0].update(speedup=5.0),
                               "is not cpu_s / gpu_s"),
     "errors on unknown topic": (lambda d: d.update(errors={"flops": "x"}), "errors on unknown topic"),
+    "skipped not text": (lambda d: d.update(skipped={"transfer": 1}), "skipped must be an object mapping"),
+    "quick not a bool": (lambda d: d.update(quick="no"), "quick must be true or false"),
     "software not a string": (lambda d: d["software"].update(torch=2.11), "software.torch must be a version"),
 }
 
@@ -143,6 +145,7 @@ def test_every_shipped_reference_is_valid_and_measured_on_a_gpu():
     for path in reference.shipped_paths():
         data = reference.load(path)
         assert data["device"]["kind"] == "cuda", f"{path.name}: CPU records are not shipped as GPU references"
+        assert not data.get("quick"), f"{path.name}: a --quick record is a test, not a reference"
         assert path.stem == reference.device_slug(data["device"]["name"])
 
 

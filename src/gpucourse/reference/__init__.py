@@ -151,11 +151,14 @@ def validate(data: object, where: str = "reference") -> dict:
         _fail(where, f"figures on unknown topic(s) {unknown}: the topics are {list(TOPICS)}")
     for topic, entry in data["figures"].items():
         _check_topic(where, topic, entry, device)
-    errors = data.get("errors", {})
-    if not isinstance(errors, dict) or not all(isinstance(v, str) for v in errors.values()):
-        _fail(where, "errors must be an object mapping a topic to its error message")
-    if set(errors) - set(TOPICS):
-        _fail(where, f"errors on unknown topic(s) {sorted(set(errors) - set(TOPICS))}")
+    for field in ("errors", "skipped"):  # topics that failed, or that mean nothing on this device: why
+        reasons = data.get(field, {})
+        if not isinstance(reasons, dict) or not all(isinstance(v, str) for v in reasons.values()):
+            _fail(where, f"{field} must be an object mapping a topic to a message")
+        if set(reasons) - set(TOPICS):
+            _fail(where, f"{field} on unknown topic(s) {sorted(set(reasons) - set(TOPICS))}")
+    if not isinstance(data.get("quick", False), bool):
+        _fail(where, f"quick must be true or false, got {data['quick']!r}")
     return data
 
 

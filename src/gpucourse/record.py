@@ -157,23 +157,20 @@ def measure_startup(device, plan: Plan) -> dict:
 
 
 def measure_transfer(device, plan: Plan) -> dict:
-    """Host-to-device bandwidth from pageable and from pinned host memory over a sweep of sizes."""
+    """Host-to-device bandwidth from pageable and from pinned host memory over a sweep of sizes (lesson 04's way)."""
     _needs_cuda(device)
-    torch = _torch()
+    from gpucourse.placement import measure_transfer_bandwidth
+
     rows = []
     for megabytes in plan.transfer_megabytes:
-        count = megabytes * 2**20
-        target = torch.empty(count, dtype=torch.uint8, device=device)
-        for memory in ("pageable", "pinned"):
-            source = torch.ones(count, dtype=torch.uint8)
-            if memory == "pinned":
-                source = source.pin_memory()
-            result = benchmark(lambda: target.copy_(source), warmup=2, repeats=plan.repeats,
-                               sync=sync_for(str(device)), device=str(device))
-            rows.append({"megabytes": megabytes, "memory": memory, "gb_s": count / result.median_s / 1e9})
-        del target
-    return {"method": f"tensor.copy_ host to device, median of {plan.repeats} after 2 warm-up, CUDA events; "
-                      "MB = 2**20 bytes, GB/s = 1e9 bytes/s", "rows": rows}
+        for pinned in (False, True):
+            result = measure_transfer_bandwidth(megabytes * 2**20, pinned=pinned, device=str(device),
+                                                repeats=plan.repeats)
+            rows.append({"megabytes": megabytes, "memory": "pinned" if pinned else "pageable",
+                         "gb_s": result.bandwidth / 1e9})
+    return {"method": f"gpucourse.placement.measure_transfer_bandwidth: tensor.copy_ host to device, median of "
+                      f"{plan.repeats} after 2 warm-up, synchronised; MB = 2**20 bytes, GB/s = 1e9 bytes/s",
+            "rows": rows}
 
 
 def measure_cudnn_benchmark(device, plan: Plan) -> dict:

@@ -72,9 +72,26 @@ def test_the_runner_falls_back_from_jupyter_to_ipython_to_plain_exec(monkeypatch
         gpu_check.pick_runner("papermill")
 
 
-def test_classify_leaves_a_name_error_without_a_missing_package_as_a_failure():
-    cells = [gpu_check.CellResult(0, "a", "FAIL", error="NameError: name 'y' is not defined")]
-    assert gpu_check.classify(cells)[0].status == "FAIL"
+def test_a_cell_stopped_by_a_missing_package_runs_the_statements_after_it(tmp_path):
+    path = tiny_notebook(tmp_path, ["import os\nimport a_package_nobody_installed as tf\nx = tf.zeros(3)\ny = 5",
+                                    "assert y == 5", "z = undefined_name"])
+    cells = gpu_check.run_notebook(path, "exec")
+    assert [cell.status for cell in cells] == ["PARTLY RUN", "PASS", "NOT RUN"]
+    assert cells[0].reason == ("needs a_package_nobody_installed, which is not installed here; the 1 statement(s) "
+                               "after it that do not need it ran (1 more skipped)")
+    assert cells[2].reason.startswith("depends on an earlier cell that could not run")
+
+
+def test_a_name_error_without_a_missing_package_is_a_failure(tmp_path):
+    (cell,) = gpu_check.run_notebook(tiny_notebook(tmp_path, ["z = undefined_name"]), "exec")
+    assert (cell.status, cell.error) == ("FAIL", "NameError: name 'undefined_name' is not defined")
+
+
+def test_statements_after_skips_the_failing_statement_and_keeps_decorated_functions_whole():
+    source = "import a\n@decorate\ndef f():\n    return 1\n\nb = 2"
+    assert gpu_check.statements_after(source, 1) == ["@decorate\ndef f():\n    return 1", "b = 2"]
+    assert gpu_check.statements_after(source, 3) == ["b = 2"]
+    assert gpu_check.statements_after("x = (", 1) == []
 
 
 def test_a_file_that_is_not_a_notebook_is_refused(tmp_path):
@@ -135,3 +152,16 @@ def test_the_download_command_fetches_cpython_312_manylinux_wheels_without_depen
     pytest.importorskip("nbclient")
     assert gpu_check.main(["wheels", "--dry-run"]) == 0
     assert " download --no-deps " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("runner", ["exec", "ipython"])
+def test_the_in_process_runners_catch_stderr_written_by_c_code(tmp_path, runner):
+    path = tiny_notebook(tmp_path, ["import os\nos.write(2, b'from C\\n')"])
+    (cell,) = gpu_check.run_notebook(path, runner)
+    assert cell.status == "PASS" and cell.stderr == "from C\n"
+
+
+def test_an_error_naming_a_missing_module_anywhere_counts_as_the_module_missing():
+    assert gpu_check.missing_module("RuntimeError: the child failed: ModuleNotFoundError: "
+                                    "No module named 'tensorflow.keras'") == "tensorflow"
+    assert gpu_check.missing_module("ValueError: broken") is None

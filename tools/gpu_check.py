@@ -11,6 +11,7 @@ cells that need it are reported as not run, with the reason. Nothing here needs 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import datetime
 import importlib.util
@@ -21,6 +22,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -71,28 +73,164 @@ class StepResult:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _missing_module(error: BaseException) -> str | None:
-    """The top-level name of a module an ImportError says is missing, or None."""
-    if isinstance(error, ModuleNotFoundError) and error.name:
-        return error.name.split(".")[0]
+_MISSING = re.compile(r"No module named '([\w.]+)'")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def missing_module(error: str) -> str | None:
+    """The top-level name of the module an error text says is not installed, or None."""
+    found = _MISSING.search(error)
+    return found.group(1).split(".")[0] if found else None
+
+
+def _first_line(node: ast.stmt) -> int:
+    """First line of a top-level statement, decorators included."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
+def _segment(source: str, lines: list[str], node: ast.stmt, previous_end: int) -> str:
+    """Source of one top-level statement: whole lines with its decorators, or the exact span if it shares a line."""
+    first = _first_line(node)
+    if first > previous_end and node.col_offset == 0:
+        return "\n".join(lines[first - 1: node.end_lineno])
+    return ast.get_source_segment(source, node) or ""
+
+
+def statements_after(source: str, line: int | None) -> list[str]:
+    """Source of each top-level statement after the one holding ``line`` (all of them for None; none if unparsable)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+    ends = [0] + [node.end_lineno or node.lineno for node in tree.body]
+    pieces = [(node, _segment(source, lines, node, ends[i])) for i, node in enumerate(tree.body)]
+    if line is None:
+        return [piece for _, piece in pieces]
+    holding = [node for node in tree.body if _first_line(node) <= line <= (node.end_lineno or node.lineno)]
+    if not holding:
+        return []
+    return [piece for node, piece in pieces if _first_line(node) > holding[0].end_lineno]
+
+
+@dataclass
+class Outcome:
+    """What running one piece of source did: its error ('Type: message', '' if none), stderr, and failing line."""
+
+    error: str = ""
+    stderr: str = ""
+    line: int | None = None
+
+
+def _error_text(error: BaseException) -> str:
+    """'Type: message' of an exception, as Jupyter reports it."""
+    return f"{type(error).__name__}: {error}"
+
+
+def _cell_line(tb, filename: str | None = None) -> int | None:
+    """Line of the cell's own frame in a traceback: the first frame outside IPython and this file."""
+    for frame in traceback.extract_tb(tb):
+        if filename is not None and frame.filename != filename:
+            continue
+        if filename is None and ("IPython" in frame.filename or frame.filename == __file__):
+            continue
+        return frame.lineno
     return None
 
 
-def classify(cells: list[CellResult]) -> list[CellResult]:
-    """Turn errors caused by a missing package into NOT RUN, and NameErrors that follow them into NOT RUN too."""
-    missing: list[str] = []
-    for cell in cells:
-        if cell.status != "FAIL":
-            continue
-        found = re.match(r"(ModuleNotFoundError|ImportError): No module named '([\w.]+)'", cell.error)
-        if found:
-            module = found.group(2).split(".")[0]
-            missing.append(module)
-            cell.status, cell.reason = "NOT RUN", f"needs {module}, which is not installed here"
-        elif missing and cell.error.startswith("NameError"):
-            cell.status = "NOT RUN"
-            cell.reason = f"depends on an earlier cell that could not run (needs {', '.join(sorted(set(missing)))})"
-    return cells
+@contextlib.contextmanager
+def captured_stderr():
+    """Capture what a cell writes to stderr, from Python (sys.stderr) and from C libraries (file descriptor 2)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    python_level = io.StringIO()
+    box = {"text": ""}
+    with tempfile.TemporaryFile(mode="w+b") as fd_level:
+        os.dup2(fd_level.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(python_level):
+                yield box
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            fd_level.seek(0)
+            box["text"] = python_level.getvalue() + fd_level.read().decode("utf-8", "replace")
+
+
+class ExecRunner:
+    """Plain Python: each cell exec'd in one namespace, with a stand-in ``get_ipython``."""
+
+    name = "exec"
+
+    def __init__(self) -> None:
+        self.namespace = {"__name__": "__main__", "get_ipython": StandInShell}
+
+    def transform(self, source: str) -> str:
+        """Magics made plain Python, line for line."""
+        return _plain_source(source)
+
+    def run(self, source: str) -> Outcome:
+        """Exec one piece of source, capturing stderr and the error."""
+        failure = None
+        with captured_stderr() as err:
+            try:
+                exec(compile(self.transform(source), "<cell>", "exec"), self.namespace)
+            except Exception as error:  # a failing cell is reported; the notebook carries on
+                failure = error
+        if failure is None:
+            return Outcome("", err["text"])
+        return Outcome(_error_text(failure), err["text"], _cell_line(failure.__traceback__, "<cell>"))
+
+
+class IPythonRunner:
+    """IPython's InteractiveShell in this process: magics work, no Jupyter kernel needed."""
+
+    name = "ipython"
+
+    def __init__(self) -> None:
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.interactiveshell import InteractiveShell
+
+        self.shell = InteractiveShell.instance()
+        # a bare InteractiveShell has no GUI loop for %matplotlib; figures go to the Agg backend (MPLBACKEND) anyway
+        self.shell.register_magic_function(lambda line: None, "line", "matplotlib")
+        self.transform = TransformerManager().transform_cell
+
+    def run(self, source: str) -> Outcome:
+        """Run one piece of source as a cell, capturing stderr and the error."""
+        with captured_stderr() as err:
+            outcome = self.shell.run_cell(source, store_history=True)
+        failure = outcome.error_before_exec or outcome.error_in_exec
+        if failure is None:
+            return Outcome("", err["text"])
+        return Outcome(_error_text(failure), err["text"], _cell_line(failure.__traceback__))
+
+
+class KernelRunner:
+    """A Jupyter kernel driven by nbclient, one cell (or statement) at a time."""
+
+    name = "nbclient"
+
+    def __init__(self, client) -> None:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        self.client = client
+        self.transform = TransformerManager().transform_cell
+
+    def run(self, source: str) -> Outcome:
+        """Execute one piece of source in the kernel; read stderr and the error from its outputs."""
+        import nbformat
+
+        cell = nbformat.v4.new_code_cell(source)
+        self.client.execute_cell(cell, 0)
+        stderr = "".join(o.get("text", "") for o in cell.outputs
+                         if o.get("output_type") == "stream" and o.get("name") == "stderr")
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        if not errors:
+            return Outcome("", stderr)
+        text = _ANSI.sub("", "\n".join(errors[0].get("traceback", [])))
+        line = re.search(r"Cell In\[\d+\], line (\d+)", text) or re.search(r"<module>\n.*?(\d+)", text)
+        return Outcome(f"{errors[0]['ename']}: {errors[0]['evalue']}", stderr, int(line.group(1)) if line else None)
 
 
 # --------------------------------------------------------------------------- notebook runners
@@ -123,36 +261,6 @@ def pick_runner(requested: str = "auto") -> str:
     return "exec"
 
 
-def _error_text(error: BaseException) -> str:
-    """'Type: message' of an exception, as nbclient reports it."""
-    return f"{type(error).__name__}: {error}"
-
-
-def run_with_nbclient(path: Path, cell_timeout_s: int) -> list[CellResult]:
-    """Execute in a Jupyter kernel (nbclient), carrying on past errors; report each cell's stderr and error."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=cell_timeout_s, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
-    results = []
-    for index, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
-        stderr = "".join(o.get("text", "") for o in cell.get("outputs", [])
-                         if o.get("output_type") == "stream" and o.get("name") == "stderr")
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        timing = cell.get("metadata", {}).get("execution", {})
-        seconds = 0.0
-        if "iopub.execute_input" in timing and "shell.execute_reply" in timing:
-            parse = datetime.datetime.fromisoformat
-            seconds = (parse(timing["shell.execute_reply"].replace("Z", "+00:00"))
-                       - parse(timing["iopub.execute_input"].replace("Z", "+00:00"))).total_seconds()
-        error = f"{errors[0]['ename']}: {errors[0]['evalue']}" if errors else ""
-        results.append(CellResult(index, cell.get("id", ""), "FAIL" if errors else "PASS", seconds, stderr, error))
-    return results
-
-
 class StandInShell:
     """What plain exec offers for ``get_ipython()``: %matplotlib is a no-op; every other magic is refused."""
 
@@ -167,7 +275,7 @@ class StandInShell:
 
 
 def _plain_source(source: str) -> str:
-    """Cell source for plain exec: '%matplotlib ...' lines become comments; other magics stay (and fail, named)."""
+    """Cell source for plain exec: '%matplotlib ...' lines become comments; other magics become calls that fail."""
     lines = []
     for line in source.splitlines():
         stripped = line.lstrip()
@@ -175,49 +283,67 @@ def _plain_source(source: str) -> str:
             line = line.replace("%matplotlib", "# %matplotlib", 1)
         elif stripped.startswith(("%", "!")):
             indent = line[: len(line) - len(stripped)]
-            line = f"{indent}get_ipython().run_line_magic({stripped[1:].split()[0]!r}, '')"
+            line = f"{indent}get_ipython().run_line_magic({stripped.lstrip('%!').split()[0]!r}, '')"
         lines.append(line)
     return "\n".join(lines)
 
 
-def run_in_process(path: Path, runner: str) -> list[CellResult]:
-    """Execute the code cells in this process with IPython's InteractiveShell or plain exec, one after another."""
-    cells = code_cells(path)
-    os.chdir(path.parent)
-    if runner == "ipython":
-        from IPython.core.interactiveshell import InteractiveShell
-
-        shell = InteractiveShell.instance()
-        # a bare InteractiveShell has no GUI loop for %matplotlib; figures go to the Agg backend (MPLBACKEND) anyway
-        shell.register_magic_function(lambda line: None, "line", "matplotlib")
-    else:
-        namespace = {"__name__": "__main__", "get_ipython": StandInShell}
+def run_cells(cells: list[dict], runner) -> list[CellResult]:
+    """Run the cells in order. A cell stopped by a missing package (or by a name such a cell failed to define)
+    goes on statement by statement after the failing one, skipping what needs the package: the rest still runs."""
+    missing: list[str] = []
     results = []
     for index, cell in enumerate(cells):
-        out, err = io.StringIO(), io.StringIO()
         start = time.perf_counter()
-        error = ""
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            if runner == "ipython":
-                outcome = shell.run_cell(cell["source"], store_history=True)
-                failure = outcome.error_before_exec or outcome.error_in_exec
-                error = _error_text(failure) if failure is not None else ""
-            else:
-                try:
-                    exec(compile(_plain_source(cell["source"]), f"<cell {index}>", "exec"), namespace)
-                except Exception as failure:  # a failing cell is reported; the notebook carries on
-                    error = _error_text(failure)
-        results.append(CellResult(index, cell["id"], "FAIL" if error else "PASS", time.perf_counter() - start,
-                                  err.getvalue(), error))
+        outcome = runner.run(cell["source"])
+        stderr, status, error, reason = outcome.stderr, ("FAIL" if outcome.error else "PASS"), outcome.error, ""
+        module = missing_module(outcome.error)
+        if module or (missing and outcome.error.startswith("NameError")):
+            missing += [module] if module else []
+            first_reason = (f"needs {module}, which is not installed here" if module else
+                            f"depends on an earlier cell that could not run (needs {', '.join(sorted(set(missing)))})")
+            ran = skipped = 0
+            error = ""
+            later = statements_after(runner.transform(cell["source"]), outcome.line) if outcome.line else []
+            for statement in later:
+                piece = runner.run(statement)
+                stderr += piece.stderr
+                piece_module = missing_module(piece.error)
+                if piece_module or (piece.error.startswith("NameError") and missing):
+                    missing += [piece_module] if piece_module else []
+                    skipped += 1
+                elif piece.error:
+                    error = piece.error
+                    break
+                else:
+                    ran += 1
+            status = "FAIL" if error else ("PARTLY RUN" if ran else "NOT RUN")
+            error = error or outcome.error
+            reason = first_reason + (f"; the {ran} statement(s) after it that do not need it ran" if ran else "")
+            reason += f" ({skipped} more skipped)" if skipped else ""
+        results.append(CellResult(index, cell["id"], status, time.perf_counter() - start, stderr, error, reason))
     return results
 
 
 def run_notebook(path: Path, runner: str = "auto", cell_timeout_s: int = 300) -> list[CellResult]:
-    """Execute one notebook top to bottom with the best (or the named) runner; classify what could not run."""
+    """Execute one notebook top to bottom with the best (or the named) runner, in the notebook's folder."""
     runner = pick_runner(runner)
+    cells = code_cells(path)
     if runner == "nbclient":
-        return classify(run_with_nbclient(path, cell_timeout_s))
-    return classify(run_in_process(path, runner))
+        import nbformat
+        from nbclient import NotebookClient
+
+        scratch = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])  # each piece runs as its cell 0
+        client = NotebookClient(scratch, timeout=cell_timeout_s, kernel_name="python3", allow_errors=True,
+                                resources={"metadata": {"path": str(path.parent)}})
+        with client.setup_kernel():
+            return run_cells(cells, KernelRunner(client))
+    before = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        return run_cells(cells, IPythonRunner() if runner == "ipython" else ExecRunner())
+    finally:
+        os.chdir(before)
 
 
 def _notebook_in_subprocess(path: Path, runner: str, timeout_s: float, env: dict) -> tuple[list[CellResult], str]:
@@ -230,7 +356,7 @@ def _notebook_in_subprocess(path: Path, runner: str, timeout_s: float, env: dict
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return [], f"the runner failed (exit {done.returncode}): {done.stderr.strip()[-600:]}"
-    return [CellResult(**cell) for cell in json.loads(lines[-1])], done.stderr.strip()[-600:]
+    return [CellResult(**cell) for cell in json.loads(lines[-1])], ""  # the cells' own stderr is in each cell
 
 
 # --------------------------------------------------------------------------- the steps
@@ -311,7 +437,7 @@ def step_notebooks(options: argparse.Namespace, timeout_s: float) -> StepResult:
             status = "FAIL"
         elif "FAIL" in statuses or any(cell.stderr.strip() for cell in cells):
             status = "FAIL"
-        elif "NOT RUN" in statuses:
+        elif statuses & {"NOT RUN", "PARTLY RUN"}:
             status = "PARTLY RUN"
         else:
             status = "PASS"
@@ -383,7 +509,7 @@ def could_not_run(env: dict, steps: list[StepResult]) -> list[str]:
                 items.append(f"notebook {notebook['notebook']}: {notebook['note']}")
             reasons: dict[str, list[int]] = {}
             for cell in notebook["cells"]:
-                if cell["status"] == "NOT RUN":
+                if cell["status"] in ("NOT RUN", "PARTLY RUN"):
                     reasons.setdefault(cell["reason"], []).append(cell["index"])
             for reason, indices in reasons.items():
                 items.append(f"notebook {notebook['notebook']}, code cells {indices}: {reason}")

@@ -204,8 +204,9 @@ def test_show_prints_recorded_figures_with_their_label_then_public_ones(capsys, 
     assert lines[2].split() == ["float32", "4096", "3", "45.8"]
     assert lines[3].split() == ["bfloat16", "4096", "0.25", "550"]
     assert lines[4].startswith("Public measurement, T4: about 24 TFLOP/s float16")
-    assert "https://forums.developer.nvidia.com/t/about-gpu-peak-performance/264462" in lines[4]
-    assert len(lines) == 5
+    assert lines[5] == ("    source: 'About GPU peak performance', NVIDIA Developer Forums, "
+                        "https://forums.developer.nvidia.com/t/about-gpu-peak-performance/264462")
+    assert len(lines) == 6
 
 
 def test_show_ignores_a_cpu_record(capsys, shipped):

@@ -246,7 +246,9 @@ def table(topic: str, rows: list[dict]) -> str:
     header = [_HEADINGS.get(column, column) for column in columns]
     body = [[_cell(row.get(column)) for column in columns] for row in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(columns))]
-    return "\n".join("    " + "  ".join(cell.rjust(width) for cell, width in zip(line, widths)).rstrip()
+    text = [ROW_FIELDS[topic][column] is str for column in columns]  # text left-aligned, numbers right-aligned
+    return "\n".join("    " + "  ".join(cell.ljust(width) if left else cell.rjust(width)
+                                          for cell, width, left in zip(line, widths, text)).rstrip()
                      for line in [header, *body])
 
 
@@ -262,5 +264,5 @@ def show(topic: str) -> None:
         print(table(topic, data["figures"][topic]["rows"]))
     for entry in PUBLIC:
         if entry["topic"] == topic:
-            print(f"Public measurement, {entry['device']}: {entry['figure']}; {entry['why']}. "
-                  f"Source: {entry['source']}, {entry['url']}")
+            print(f"Public measurement, {entry['device']}: {entry['figure']}; {entry['why']}.\n"
+                  f"    source: {entry['source']}, {entry['url']}")

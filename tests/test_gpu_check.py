@@ -165,3 +165,11 @@ def test_an_error_naming_a_missing_module_anywhere_counts_as_the_module_missing(
     assert gpu_check.missing_module("RuntimeError: the child failed: ModuleNotFoundError: "
                                     "No module named 'tensorflow.keras'") == "tensorflow"
     assert gpu_check.missing_module("ValueError: broken") is None
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("nbclient"), reason="needs nbclient")
+def test_the_kernel_runner_follows_display_updates_of_an_earlier_cell(tmp_path):
+    path = tiny_notebook(tmp_path, ["from IPython.display import display\nhandle = display('a', display_id=True)",
+                                    "handle.update('b')"])
+    cells, note = gpu_check._notebook_in_subprocess(path, "nbclient", 120, gpu_check._env())
+    assert [cell.status for cell in cells] == ["PASS", "PASS"], (cells, note)

@@ -222,7 +222,8 @@ class KernelRunner:
         import nbformat
 
         cell = nbformat.v4.new_code_cell(source)
-        self.client.execute_cell(cell, 0)
+        self.client.nb.cells.append(cell)  # kept: a later display update (display_id) may rewrite its outputs
+        self.client.execute_cell(cell, len(self.client.nb.cells) - 1)
         stderr = "".join(o.get("text", "") for o in cell.outputs
                          if o.get("output_type") == "stream" and o.get("name") == "stderr")
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
@@ -333,8 +334,7 @@ def run_notebook(path: Path, runner: str = "auto", cell_timeout_s: int = 300) ->
         import nbformat
         from nbclient import NotebookClient
 
-        scratch = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])  # each piece runs as its cell 0
-        client = NotebookClient(scratch, timeout=cell_timeout_s, kernel_name="python3", allow_errors=True,
+        client = NotebookClient(nbformat.v4.new_notebook(), timeout=cell_timeout_s, kernel_name="python3", allow_errors=True,
                                 resources={"metadata": {"path": str(path.parent)}})
         with client.setup_kernel():
             return run_cells(cells, KernelRunner(client))

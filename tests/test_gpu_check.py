@@ -1,4 +1,4 @@
-"""Tests of tools/gpu_check.py on the CPU: the notebook runners and their fallbacks, the report, the 'could not run' list."""
+"""Tests of tools/gpu_check.py on the CPU: the notebook runners and their fallbacks, the report, what could not run."""
 
 from __future__ import annotations
 

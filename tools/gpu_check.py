@@ -334,7 +334,8 @@ def run_notebook(path: Path, runner: str = "auto", cell_timeout_s: int = 300) ->
         import nbformat
         from nbclient import NotebookClient
 
-        client = NotebookClient(nbformat.v4.new_notebook(), timeout=cell_timeout_s, kernel_name="python3", allow_errors=True,
+        client = NotebookClient(nbformat.v4.new_notebook(), timeout=cell_timeout_s, kernel_name="python3",
+                                allow_errors=True,
                                 resources={"metadata": {"path": str(path.parent)}})
         with client.setup_kernel():
             return run_cells(cells, KernelRunner(client))
@@ -362,7 +363,7 @@ def _notebook_in_subprocess(path: Path, runner: str, timeout_s: float, env: dict
 # --------------------------------------------------------------------------- the steps
 
 def _env() -> dict:
-    """Environment of every child: the checkout's package first, no download attempts, a non-interactive plot backend."""
+    """Environment of every child: the checkout's package first, no download attempts, the Agg plot backend."""
     env = os.environ.copy()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
     env.setdefault("GPUCOURSE_OFFLINE", "1")

@@ -101,7 +101,8 @@ def measure_matmul(device, plan: Plan) -> dict:
                 rate = hardware.measure_matmul_rate(n, "float32" if dtype == "tf32" else dtype, "torch",
                                                     str(device), repeats=plan.repeats)
             rows.append({"dtype": dtype, "n": n, "median_ms": 2 * n**3 / rate * 1e3, "tflops": rate / 1e12})
-    return {"method": f"n x n @ n x n, torch, median of {plan.repeats} after 2 warm-up calls, synchronised", "rows": rows}
+    return {"method": f"n x n @ n x n, torch, median of {plan.repeats} after 2 warm-up calls, synchronised",
+            "rows": rows}
 
 
 def measure_matmul_10k(device, plan: Plan) -> dict:

@@ -38,7 +38,7 @@ JUPYTER_STACK = ("nbclient", "nbformat", "ipykernel")
 """What the notebook runner needs on top of the GPU machine's image; `wheels` fetches it with its dependencies."""
 
 ON_THE_GPU_IMAGE = {
-    "attrs", "certifi", "charset-normalizer", "idna", "jinja2", "markupsafe", "packaging", "pip", "platformdirs",
+    "attrs", "certifi", "charset-normalizer", "idna", "jinja2", "markupsafe", "packaging", "pip",
     "psutil", "pygments", "python-dateutil", "pyyaml", "requests", "setuptools", "six", "typing-extensions",
     "urllib3", "wheel", "numpy", "matplotlib", "tqdm", "py-cpuinfo", "scikit-learn", "pytest", "torch",
 }

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 EXTRAS := torch,tensorflow,gpu,course,test
 
-.PHONY: setup lab test test-fast release check clean-notebooks
+.PHONY: setup lab test test-fast release check clean-notebooks gpu-check
 
 $(INSTALLED): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
@@ -34,3 +34,9 @@ check: setup  ## fail if any generated file is out of date
 
 clean-notebooks: setup  ## strip outputs and machine metadata from every committed notebook
 	$(BIN)/python tools/course.py clean
+
+GPU_CHECK_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_CHECK_REPORT ?= gpu-check-report.md
+
+gpu-check:  ## on a CUDA machine: self-test, pytest -m gpu, every solution notebook, the recorder; one report
+	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_CHECK_PYTHON) tools/gpu_check.py --report $(GPU_CHECK_REPORT)

@@ -14,7 +14,8 @@ from gpucourse import diagnostics, hardware
 from gpucourse.__main__ import main
 from gpucourse.diagnostics import SelfTestResult, doctor, selftest
 
-GPU_STEPS = {"GPU matmul correct", "GPU matmul rate plausible", "GPU bandwidth plausible", "GPU launches asynchronous",
+GPU_STEPS = {"GPU matmul correct", "GPU reduced precision correct", "GPU convolution correct",
+             "GPU matmul rate plausible", "GPU bandwidth plausible", "GPU launches asynchronous",
              "NVML metrics"}
 CPU_STEPS = {"device chosen", "CPU peak"}
 

@@ -117,3 +117,57 @@ def test_measured_copy_bandwidth_stays_below_the_datasheet_figure():
 def test_sync_for_rejects_a_gpu_index_beyond_the_visible_ones():
     with pytest.raises(ValueError, match="^device="):
         sync_for(f"cuda:{torch.cuda.device_count()}")
+
+
+# --------------------------------------------------------------------------- timing, placement, precision, recorder
+
+def test_benchmark_on_a_cuda_device_uses_cuda_events_and_cannot_beat_the_datasheet():
+    a = torch.randn(4096, 4096, device="cuda")
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        result = benchmark(lambda: a @ a, warmup=2, repeats=5, device="cuda")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    assert result.clock == "cuda events"
+    spec = _spec_or_none()
+    if spec is not None:
+        assert result.min_s >= 2 * 4096**3 / (1.1 * spec.peak_flops("float32"))
+
+
+def test_pinned_host_memory_copies_to_the_gpu_at_least_as_fast_as_pageable():
+    from gpucourse.placement import measure_transfer_bandwidth
+
+    pageable = measure_transfer_bandwidth(256 * 2**20, pinned=False, device="cuda", repeats=5)
+    pinned = measure_transfer_bandwidth(256 * 2**20, pinned=True, device="cuda", repeats=5)
+    assert pinned.host_to_device and pageable.host_to_device
+    assert pinned.bandwidth >= 0.9 * pageable.bandwidth, (str(pinned), str(pageable))
+
+
+def test_mixed_precision_uses_bfloat16_only_where_the_gpu_runs_it_natively():
+    from gpucourse import capstone
+
+    dtype, scaled = capstone.autocast_dtype("cuda", "mixed")
+    if hardware.has_native_bf16():
+        assert (dtype, scaled) == (torch.bfloat16, False)
+    else:  # a T4: float16 with a GradScaler, never emulated bfloat16
+        assert (dtype, scaled) == (torch.float16, True)
+
+
+def test_the_recorder_measures_every_topic_on_the_gpu():
+    from gpucourse import record, reference
+
+    data = record.record(quick=True, device="cuda")
+    assert data["errors"] == {} and data["skipped"] == {}, (data["errors"], data["skipped"])
+    assert set(data["figures"]) == set(reference.TOPICS)
+    assert data["device"]["kind"] == "cuda" and data["device"]["name"] == torch.cuda.get_device_name(0)
+    assert data["software"]["cuda"] == torch.version.cuda
+    dtypes = {row["dtype"] for row in data["figures"]["matmul"]["rows"]}
+    assert ("tf32" in dtypes) == hardware.has_tf32()
+    assert ("bfloat16" in dtypes) == hardware.has_native_bf16()
+    memories = [row["memory"] for row in data["figures"]["transfer"]["rows"]]
+    assert memories.count("pinned") == memories.count("pageable") > 0
+    assert [row["benchmark"] for row in data["figures"]["cudnn_benchmark"]["rows"]] == [False, True]
+    steps = [row["step"] for row in data["figures"]["startup"]["rows"]]
+    assert "first CUDA call (context creation)" in steps
+    assert all(row["speedup"] > 0 for row in data["figures"]["speedup"]["rows"])

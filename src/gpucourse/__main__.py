@@ -1,11 +1,11 @@
-"""Command line: ``python -m gpucourse doctor`` (environment check) and ``python -m gpucourse selftest``."""
+"""Command line: ``python -m gpucourse doctor`` (environment check), ``selftest`` (GPU self-test), ``record``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from gpucourse import diagnostics
+from gpucourse import diagnostics, record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     doctor = sub.add_parser("doctor", help="print the environment report and measure this machine")
     doctor.add_argument("--quick", action="store_true", help="smaller measurements (a few seconds)")
     sub.add_parser("selftest", help="check that the GPU path works (skips GPU checks without a GPU)")
+    record_parser = sub.add_parser("record", help="run the course's measurement suite and write one JSON record")
+    record.add_arguments(record_parser)
     args = parser.parse_args(argv)
+    if args.command == "record":
+        return record.run(args)
     if args.command == "doctor":
         print(diagnostics.doctor(quick=args.quick))
         return 0

@@ -101,6 +101,50 @@ def _gpu_matmul_correct() -> str:
     return f"max relative error {error:.1e} vs float64 CPU"
 
 
+def _gpu_reduced_precision_correct() -> str:
+    """float16 (and bfloat16 where the GPU runs it natively) matmuls agree with float64 to their precision."""
+    torch = _cuda_or_skip()
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.rand(256, 256, generator=generator), torch.rand(256, 256, generator=generator)
+    ref = a.double() @ b.double()
+    dtypes = [torch.float16] + ([torch.bfloat16] if hardware.has_native_bf16() else [])
+    errors = {}
+    for dtype in dtypes:
+        gpu = (a.to("cuda", dtype) @ b.to("cuda", dtype)).cpu().double()
+        errors[str(dtype).removeprefix("torch.")] = ((gpu - ref).abs().max() / ref.abs().max()).item()
+    bounds = {"float16": 1e-2, "bfloat16": 5e-2}  # a few units of each format's rounding step (2**-10, 2**-7)
+    for name, error in errors.items():
+        assert error < bounds[name], f"{name} matmul relative error {error:.1e} is above {bounds[name]:.0e}"
+    note = "" if hardware.has_native_bf16() else " (no native bfloat16 on this GPU: not tested)"
+    return ", ".join(f"{name} max relative error {error:.1e}" for name, error in errors.items()) + note
+
+
+@contextlib.contextmanager
+def _strict_convolutions(torch):
+    """Run cuDNN convolutions in true float32 (no TF32), restoring the learner's setting afterwards."""
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+
+
+def _gpu_convolution_correct() -> str:
+    """A cuDNN convolution on the GPU agrees with a float64 CPU reference."""
+    torch = _cuda_or_skip()
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, 32, 32, generator=generator)
+    weight = torch.randn(16, 8, 3, 3, generator=generator)
+    with _strict_convolutions(torch):
+        gpu = torch.nn.functional.conv2d(x.cuda(), weight.cuda(), padding=1).cpu().double()
+    ref = torch.nn.functional.conv2d(x.double(), weight.double(), padding=1)
+    error = ((gpu - ref).abs().max() / ref.abs().max()).item()
+    assert error < 1e-5, f"relative error {error:.2e} too large for a float32 convolution"
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return f"max relative error {error:.1e} vs float64 CPU (cuDNN {cudnn or 'not available'})"
+
+
 def _gpu_rate_plausible() -> str:
     """Measured float32 matmul rate is below the datasheet peak and not absurdly far under it."""
     torch = _cuda_or_skip()
@@ -174,6 +218,8 @@ def selftest() -> list[SelfTestResult]:
         ("device chosen", lambda: str(hardware.pick_device()) if hardware._torch_or_none() else "torch not installed"),
         ("CPU peak", _cpu_peak_reconciled),
         ("GPU matmul correct", _gpu_matmul_correct),
+        ("GPU reduced precision correct", _gpu_reduced_precision_correct),
+        ("GPU convolution correct", _gpu_convolution_correct),
         ("GPU matmul rate plausible", _gpu_rate_plausible),
         ("GPU bandwidth plausible", _gpu_bandwidth_plausible),
         ("GPU launches asynchronous", _gpu_launch_is_asynchronous),

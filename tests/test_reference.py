@@ -1,0 +1,252 @@
+"""Tests of gpucourse.reference: the recorded-measurement format, its refusals, show() and figures()."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from gpucourse import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def good_record(device: str = "NVIDIA H100 80GB HBM3", kind: str = "cuda") -> dict:
+    """A small well-formed record (made-up figures: tests only, never shipped)."""
+    return {
+        "format": "gpucourse-reference", "version": 1, "measured": True,
+        "measured_by": "the course's maintainers", "date": "2026-11-22T16:00:00+00:00",
+        "method": "gpucourse.record: median after warm-up, CUDA events",
+        "device": {"name": device, "kind": kind, "compute_capability": [9, 0]},
+        "software": {"torch": "2.11.0", "cuda": "13.0", "cudnn": None},
+        "figures": {
+            "matmul": {"method": "median of 10 after 3 warm-up", "rows": [
+                {"dtype": "float32", "n": 4096, "median_ms": 3.0, "tflops": 45.8},
+                {"dtype": "bfloat16", "n": 4096, "median_ms": 0.25, "tflops": 550.0}]},
+            "speedup": {"method": "float32 matmul 4096", "rows": [
+                {"workload": "matmul 4096 float32", "cpu_s": 2.0, "gpu_s": 0.004, "speedup": 500.0}]},
+        },
+        "errors": {"capstone": "RuntimeError: example"},
+    }
+
+
+@pytest.fixture
+def shipped(monkeypatch, tmp_path):
+    """Make the package's shipped references exactly the records written by the test."""
+    paths: list[Path] = []
+    monkeypatch.setattr(reference, "shipped_paths", lambda: sorted(paths))
+
+    def add(data: dict, name: str = "gpu.json") -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps(data), encoding="utf-8")
+        paths.append(path)
+        return path
+
+    return add
+
+
+def write(tmp_path: Path, data: object, name: str = "ref.json") -> Path:
+    """Write ``data`` as JSON to a file and return its path."""
+    path = tmp_path / name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- load: accepted and refused
+
+def test_load_accepts_a_well_formed_record(tmp_path):
+    data = good_record()
+    assert reference.load(write(tmp_path, data)) == data
+
+
+def _broken(change) -> dict:
+    """A good record with one change applied."""
+    data = copy.deepcopy(good_record())
+    change(data)
+    return data
+
+
+REFUSED = {
+    "foreign format": (lambda d: d.update(format="tensorboard-run"), "format must be 'gpucourse-reference'"),
+    "no format": (lambda d: d.pop("format"), "format must be"),
+    "future version": (lambda d: d.update(version=2), "version must be 1"),
+    "not measured": (lambda d: d.update(measured=False), "measured must be true"),
+    "missing date": (lambda d: d.pop("date"), "lacks the field 'date'"),
+    "bad date": (lambda d: d.update(date="last Tuesday"), "date must be an ISO 8601"),
+    "device not an object": (lambda d: d.update(device="H100"), "the file.device must be a dict"),
+    "unknown device kind": (lambda d: d["device"].update(kind="tpu"), "device.kind must be one of"),
+    "unknown topic": (lambda d: d["figures"].update(flops={"method": "x", "rows": [{}]}),
+                      r"unknown topic\(s\) \['flops'\]"),
+    "row lacks a field": (lambda d: d["figures"]["matmul"]["rows"][0].pop("tflops"),
+                          r"figures.matmul.rows\[0\] lacks the field 'tflops'"),
+    "string rate": (lambda d: d["figures"]["matmul"]["rows"][0].update(tflops="45.8"),
+                    r"figures.matmul.rows\[0\].tflops must be a finite number"),
+    "bool size": (lambda d: d["figures"]["matmul"]["rows"][0].update(n=True), r"rows\[0\].n must be an int"),
+    "negative time": (lambda d: d["figures"]["matmul"]["rows"][0].update(median_ms=-1), "finite number >= 0"),
+    "empty rows": (lambda d: d["figures"]["matmul"].update(rows=[]), "rows is empty"),
+    "no method": (lambda d: d["figures"]["matmul"].pop("method"), "figures.matmul lacks the field 'method'"),
+    "unknown dtype": (lambda d: d["figures"]["matmul"]["rows"][0].update(dtype="fp8"), "dtype must be one of"),
+    "above datasheet": (lambda d: d["figures"]["matmul"]["rows"][0].update(tflops=200.0),
+                        "above the NVIDIA H100 80GB HBM3 datasheet peak of 67 TFLOP/s"),
+    "inconsistent speed-up": (lambda d: d["figures"]["speedup"]["rows"][0].update(speedup=5.0),
+                              "is not cpu_s / gpu_s"),
+    "errors on unknown topic": (lambda d: d.update(errors={"flops": "x"}), "errors on unknown topic"),
+    "skipped not text": (lambda d: d.update(skipped={"transfer": 1}), "skipped must be an object mapping"),
+    "quick not a bool": (lambda d: d.update(quick="no"), "quick must be true or false"),
+    "software not a string": (lambda d: d["software"].update(torch=2.11), "software.torch must be a version"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_load_refuses_a_malformed_record_naming_the_file_and_the_fault(tmp_path, case):
+    change, message = REFUSED[case]
+    path = write(tmp_path, _broken(change))
+    with pytest.raises(ValueError, match=message) as info:
+        reference.load(path)
+    assert str(info.value).startswith(f"{path}: not a usable gpucourse reference file: ")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "it is not valid JSON"),
+    ("[1, 2, 3]", "the top level must be a JSON object, got list"),
+    ('{"format": "gpucourse-reference"}', "version must be 1"),
+], ids=["not json", "a list", "marker only"])
+def test_load_refuses_a_foreign_file(tmp_path, content, message):
+    path = tmp_path / "foreign.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        reference.load(path)
+
+
+def test_load_refuses_a_missing_file_and_a_non_path(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        reference.load(tmp_path / "absent.json")
+    with pytest.raises(TypeError, match="^path must be a str or pathlib.Path"):
+        reference.load(3)
+
+
+def test_an_unknown_gpu_has_no_datasheet_bound_but_a_known_one_does(tmp_path):
+    data = _broken(lambda d: d["figures"]["matmul"]["rows"][0].update(tflops=200.0))
+    data["device"]["name"] = "Some Future Accelerator"
+    assert reference.load(write(tmp_path, data))["device"]["name"] == "Some Future Accelerator"
+
+
+# --------------------------------------------------------------------------- the shipped files
+
+def test_every_shipped_reference_is_valid_and_measured_on_a_gpu():
+    for path in reference.shipped_paths():
+        data = reference.load(path)
+        assert data["device"]["kind"] == "cuda", f"{path.name}: CPU records are not shipped as GPU references"
+        assert not data.get("quick"), f"{path.name}: a --quick record is a test, not a reference"
+        assert path.stem == reference.device_slug(data["device"]["name"])
+
+
+def test_pyproject_declares_the_reference_files_as_package_data():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "*.json" in config["tool"]["setuptools"]["package-data"]["gpucourse.reference"]
+
+
+@pytest.mark.slow
+def test_a_built_wheel_carries_the_reference_files(tmp_path):
+    """Build a wheel from a copy of the package with one record added: the record must be inside it."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    (source / "src/gpucourse/reference/nvidia-h100-80gb-hbm3.json").write_text(json.dumps(good_record()))
+    script = ("import setuptools.build_meta as b, sys; print(b.build_wheel(sys.argv[1]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "dist")], cwd=source, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    wheel = tmp_path / "dist" / done.stdout.strip().splitlines()[-1]
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "gpucourse/reference/nvidia-h100-80gb-hbm3.json" in names
+    assert "gpucourse/reference/__init__.py" in names
+
+
+def test_device_slug_is_a_file_name_and_rejects_bad_input():
+    assert reference.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert reference.device_slug("Tesla T4") == "tesla-t4"
+    with pytest.raises(ValueError, match="^name must contain"):
+        reference.device_slug("  ")
+    with pytest.raises(TypeError, match="^name must be a str"):
+        reference.device_slug(None)
+
+
+# --------------------------------------------------------------------------- show and figures
+
+def test_show_without_a_recording_says_so_and_how_one_is_made(capsys, shipped):
+    reference.show("startup")
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out == ("No GPU measurement of 'startup' has been recorded for the course yet (a maintainer records "
+                   "one with `python -m gpucourse record` on a GPU machine).\n")
+
+
+def test_show_prints_recorded_figures_with_their_label_then_public_ones(capsys, shipped):
+    shipped(good_record())
+    reference.show("matmul")
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0] == ("measured on NVIDIA H100 80GB HBM3 by the course's maintainers on 2026-11-22 "
+                        "(median of 10 after 3 warm-up):")
+    assert lines[1].split() == ["dtype", "n", "median", "ms", "TFLOP/s"]
+    assert lines[2].split() == ["float32", "4096", "3", "45.8"]
+    assert lines[3].split() == ["bfloat16", "4096", "0.25", "550"]
+    assert lines[4].startswith("Public measurement, T4: about 24 TFLOP/s float16")
+    assert lines[5] == ("    source: 'About GPU peak performance', NVIDIA Developer Forums, "
+                        "https://forums.developer.nvidia.com/t/about-gpu-peak-performance/264462")
+    assert len(lines) == 6
+
+
+def test_show_ignores_a_cpu_record(capsys, shipped):
+    shipped(good_record(device="Intel Xeon", kind="cpu"))
+    reference.show("speedup")
+    assert capsys.readouterr().out.startswith("No GPU measurement of 'speedup' has been recorded")
+
+
+def test_show_refuses_a_malformed_shipped_file(shipped):
+    shipped({"format": "gpucourse-reference", "version": 1}, name="broken.json")
+    with pytest.raises(ValueError, match=r"broken.json: not a usable gpucourse reference file"):
+        reference.show("matmul")
+
+
+def test_figures_returns_labelled_recorded_rows_then_public_ones(shipped):
+    shipped(good_record())
+    rows = reference.figures("matmul")
+    assert [row["kind"] for row in rows] == ["recorded", "recorded", "public"]
+    assert rows[0]["tflops"] == 45.8 and rows[0]["device"] == "NVIDIA H100 80GB HBM3"
+    assert rows[0]["label"].startswith("measured on NVIDIA H100 80GB HBM3 by the course's maintainers on 2026-11-22")
+    assert rows[2]["source"] and rows[2]["url"].startswith("https://")
+    assert reference.figures("capstone") == []
+
+
+def test_every_public_measurement_names_a_topic_a_figure_and_a_source():
+    for entry in reference.PUBLIC:
+        assert entry["topic"] in reference.TOPICS
+        assert entry["figure"] and entry["source"] and entry["url"].startswith("https://")
+
+
+@pytest.mark.parametrize("function", [reference.show, reference.figures])
+def test_an_unknown_topic_is_refused_naming_the_argument_and_the_topics(function):
+    with pytest.raises(ValueError, match=r"^topic must be one of \['matmul', 'matmul_10k', 'startup'"):
+        function("flops")
+    with pytest.raises(TypeError, match="^topic must be a str"):
+        function(None)
+
+
+@pytest.mark.parametrize("topic", reference.TOPICS)
+def test_show_runs_for_every_topic_on_the_shipped_files(capsys, topic):
+    reference.show(topic)
+    out, err = capsys.readouterr()
+    assert err == "" and out.strip()

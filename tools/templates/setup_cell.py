@@ -12,7 +12,7 @@ if ON_COLAB:  # Colab opens a notebook alone: install the course's helper packag
         constraints.writelines(f"{name}==={pin}\n" for name, pin in pins.items() if name not in ("", "gpucourse"))
     # the course's own tests set GPUCOURSE_PIP_SOURCE to install a checkout instead of the release
     source = os.environ.get("GPUCOURSE_PIP_SOURCE", "git+https://github.com/{repository}@v{version}")
-    get_ipython().run_line_magic("pip", f"install --quiet -c {constraints.name} 'gpucourse[colab] @ {source}'")
+    get_ipython().system(f"{sys.executable} -m pip install --quiet -c {constraints.name} 'gpucourse[colab] @ {source}'")
 try:
     import gpucourse
 except ImportError as error:

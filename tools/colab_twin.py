@@ -225,17 +225,18 @@ def execute(path: Path, output: Path, workdir: Path, kernel: str) -> None:
     nbformat.write(notebook, output)
 
 
-def run_notebook(path: Path, scratch: Path, source: Path, colab: dict[str, str]) -> dict:
+def run_notebook(path: Path, scratch: Path, colab: dict[str, str]) -> dict:
     """Open one notebook alone in a fresh Colab-like runtime, run it, and judge it."""
     name = f"{path.parent.parent.name}-{path.stem}"
     folder = scratch / name
     folder.mkdir()
     start = time.perf_counter()
     environment = make_runtime(folder, "colab-twin")
-    environment["GPUCOURSE_PIP_SOURCE"] = source.as_uri()
-    shutil.copy2(path, folder / "work" / path.name)  # alone: no lesson assets, no course checkout beside it
+    # pip builds a local folder in place: each runtime gets its own copy of the checkout
+    environment["GPUCOURSE_PIP_SOURCE"] = source_copy(folder / "checkout").as_uri()
+    shutil.copy2(path, folder / path.name)  # alone: the kernel's folder is empty, as /content on Colab
     executed = folder / "executed.ipynb"
-    run = subprocess.run([str(twin_python()), str(Path(__file__).resolve()), "--execute", str(folder / "work" / path.name),
+    run = subprocess.run([str(twin_python()), str(Path(__file__).resolve()), "--execute", str(folder / path.name),
                           str(executed), "--workdir", str(folder / "work")],
                          capture_output=True, text=True, env=environment, cwd=folder / "work")
     found = []
@@ -282,10 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="colab-twin-")) if args.keep is None else args.keep.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     try:
-        source = source_copy(scratch / "checkout")
         start = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            futures = [pool.submit(run_notebook, path, scratch, source, colab) for path in notebooks]
+            futures = [pool.submit(run_notebook, path, scratch, colab) for path in notebooks]
             results = []
             for future in concurrent.futures.as_completed(futures):
                 result = future.result()

@@ -165,6 +165,14 @@ def test_twin_flags_stderr_and_errors_outside_exercises(cells: tuple, student: b
     assert len(found) == 1 and expected in found[0], found
 
 
+def test_twin_flags_pip_warnings_in_the_setup_cell() -> None:
+    notebook = _executed([{"output_type": "stream", "name": "stdout", "text": "\x1b[31mERROR: pip's dependency "
+                           "resolver does not currently take into account all the packages\x1b[0m\r\n"}], [], [], [])
+    notebook["cells"][0]["metadata"]["tags"] = ["setup"]
+    found = colab_twin.problems(notebook, student=False)
+    assert len(found) == 1 and "(setup) shows pip's \"ERROR: pip's dependency resolver" in found[0], found
+
+
 def test_twin_sees_a_changed_preinstalled_package() -> None:
     assert colab_twin.changed_versions({"numpy": "2.1.3", "torch": "2.11.0"}, {"numpy": "2.3.0", "torch": "2.11.0",
                                                                               "numba": "0.68.1"}) == {"numpy": ("2.1.3", "2.3.0")}

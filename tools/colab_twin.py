@@ -25,6 +25,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,8 +177,12 @@ def make_runtime(folder: Path, name: str) -> dict[str, str]:
             "display_name": "Python 3 (Colab twin)", "language": "python"}
     (kernel / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
     (folder / "work").mkdir()
-    return _clean_environment(PYTHONPATH=str(folder / "stub"), IPYTHONDIR=str(folder / "ipython"),
-                              JUPYTER_PATH=str(folder / "jupyter"), **COLAB_ENVIRONMENT)
+    environment = _clean_environment(PYTHONPATH=str(folder / "stub"), IPYTHONDIR=str(folder / "ipython"),
+                                     JUPYTER_PATH=str(folder / "jupyter"), **COLAB_ENVIRONMENT)
+    # Colab's pip has no site configuration: this machine's (local indexes, wheel folders) stays out
+    environment["PIP_CONFIG_FILE"] = os.devnull
+    environment.pop("PIP_FIND_LINKS", None)
+    return environment
 
 
 def exercise_spans(notebook: dict) -> list[tuple[int, int]]:
@@ -194,18 +199,23 @@ def exercise_spans(notebook: dict) -> list[tuple[int, int]]:
 
 
 def problems(notebook: dict, student: bool) -> list[str]:
-    """What is wrong with an executed notebook: stderr anywhere; errors in a solution notebook; errors in a student
-    notebook other than NotImplementedError inside an exercise."""
+    """What is wrong with an executed notebook: stderr anywhere; pip's warnings or errors in the setup cell; errors
+    in a solution notebook; errors in a student notebook other than NotImplementedError inside an exercise."""
     spans = exercise_spans(notebook)
     found = []
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] != "code":
             continue
         label = f"cell {index} ({cell.get('id', '?')})"
+        setup = "setup" in cell.get("metadata", {}).get("tags", [])
         for output in cell.get("outputs", []):
+            text = "".join(output.get("text", ""))
             if output.get("output_type") == "stream" and output.get("name") == "stderr":
-                text = "".join(output.get("text", ""))
                 found.append(f"{label} writes to stderr: {text.strip()[:300]!r}")
+            elif output.get("output_type") == "stream" and setup:
+                plain = re.sub(r"\x1b\[[0-9;]*m", "", text)  # pip colours its messages
+                found += [f"{label} (setup) shows pip's {line.strip()[:300]!r}" for line in plain.splitlines()
+                          if line.strip().startswith(("WARNING:", "ERROR:"))]
             elif output.get("output_type") == "error":
                 in_exercise = any(first <= index <= last for first, last in spans)
                 if not (student and in_exercise and output.get("ename") == "NotImplementedError"):

@@ -17,7 +17,8 @@ try:
     import gpucourse
 except ImportError as error:
     fix = ("Run this cell again. If the install above fails again: Runtime > Disconnect and delete runtime, "
-           "then Runtime > Change runtime type if you want a GPU, then run this setup cell first." if ON_COLAB else
+           "Runtime > Change runtime type if you want a GPU, then run this setup cell first. Still failing? "
+           "Show the install's message above to your instructor." if ON_COLAB else
            "In a terminal at the course folder run `make lab` (or: pip install -e .), then Kernel > Restart Kernel.")
     raise ImportError(f"The course's helper package is missing. {fix}") from error
 REPORT = gpucourse.setup()  # prints which device this lesson runs on; silences TensorFlow's start-up lines

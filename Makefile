@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 EXTRAS := torch,tensorflow,gpu,course,test
 
-.PHONY: setup lab test test-fast release check clean-notebooks gpu-check
+.PHONY: setup lab test test-fast test-colab release check clean-notebooks gpu-check
 
 $(INSTALLED): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
@@ -25,6 +25,9 @@ test: setup  ## the full test suite (what CI runs)
 
 test-fast: setup  ## unit tests and consistency checks only (under a minute)
 	$(BIN)/python -m pytest -m "not slow" -n 0 -q
+
+test-colab:  ## every lesson as a Colab learner runs it, in a twin of Colab's versions (.venv-colab, built once)
+	$(PYTHON) tools/colab_twin.py
 
 release: setup  ## stamp solutions/, regenerate notebooks/ (instructors and maintainers)
 	$(BIN)/python tools/course.py release

@@ -15,9 +15,11 @@ from notebook_utils import (LESSONS, ROOT, HIDDEN_REGION, SOLUTION_REGION, cours
                             exercises, load, nbgrader, release_path, solution_path, source, wrong_answers,
                             written_answers)
 
-# Versions Google Colab ships (issue #2, November 2026). Installing the course must never change them,
-# so every lower bound of the helper package must admit these versions.
-COLAB_VERSIONS = {"python": "3.13", "torch": "2.11", "tensorflow": "2.20", "keras": "3.13", "numpy": "2.1"}
+# The course's picture of Google Colab, one file shared with the Colab twin (`make test-colab`). Installing the course
+# must never change Colab's packages, so every bound of the helper package must admit these versions.
+with open(ROOT / "tools" / "colab_versions.toml", "rb") as _handle:
+    COLAB = tomllib.load(_handle)
+COLAB_VERSIONS = {"python": COLAB["python"], **COLAB["preinstalled"]}
 
 # conda-forge names of PyPI packages that are spelled differently there
 CONDA_NAMES = {"torch": "pytorch"}
@@ -182,11 +184,20 @@ def test_lower_bounds_admit_colab_versions() -> None:
     project = _pyproject()["project"]
     assert Version(COLAB_VERSIONS["python"]) in SpecifierSet(project["requires-python"])
     checked = set()
-    for requirement in _requirements("torch", "tensorflow", "gpu"):
+    for requirement in _requirements("torch", "tensorflow", "gpu", "colab"):
         if requirement.name in COLAB_VERSIONS:
             assert requirement.specifier.contains(COLAB_VERSIONS[requirement.name], prereleases=True), requirement
             checked.add(requirement.name)
-    assert checked == {"torch", "tensorflow", "keras", "numpy"}
+    assert checked >= {"torch", "tensorflow", "keras", "numpy", "matplotlib", "psutil", "tqdm", "scikit-learn"}
+
+
+def test_colab_extra_installs_only_what_colab_lacks() -> None:
+    """The setup cell installs `gpucourse[colab]` on Colab: nothing Colab preinstalls, everything the lessons need
+    beyond it (the course's numba and NVML bindings)."""
+    colab_extra = {r.name for r in _requirements("colab")} - {r.name for r in _requirements()}
+    assert colab_extra == {"numba", "nvidia-ml-py"}
+    assert not colab_extra & set(COLAB["preinstalled"])
+    assert not {r.name for r in _requirements()} - set(COLAB["preinstalled"]), "a core dependency Colab lacks"
 
 
 def test_course_tools_are_not_core_dependencies() -> None:
@@ -198,3 +209,11 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test       #" in readme and re.search(r"^make test$", ci, re.M)
+
+
+def test_ci_runs_the_colab_twin_after_the_tests() -> None:
+    """CI runs `make test`, then `make test-colab` (the lessons as a Colab learner runs them)."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "make test-colab" in ci and ci.index("make test-colab") > ci.index("make test")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^test-colab:.*\n\t.*tools/colab_twin\.py", makefile, re.M)

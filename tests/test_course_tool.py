@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import copy
+import importlib.metadata
+import re
+import sys
+import tempfile
+import types
+from pathlib import Path
 
 import pytest
 
 from notebook_utils import LESSONS, course, load, solution_path, source
+
+import colab_twin  # noqa: E402  (tools/colab_twin.py; notebook_utils puts tools/ on the path)
 
 
 def _dirty(notebook: dict) -> dict:
@@ -70,3 +78,108 @@ def test_workspace_never_overwrites_a_learners_copy(tmp_path, monkeypatch) -> No
     monkeypatch.setattr(course, "ROOT", tmp_path)
     assert course.cmd_workspace() == ["work/00_x/data.csv"]
     assert (work / "00_x" / "00_x.ipynb").read_text(encoding="utf-8") == "my answers"
+
+
+# --------------------------------------------------------------------------- Colab: metadata, setup cell, twin
+
+def test_stamp_gives_notebooks_colab_gpu_runtime_metadata() -> None:
+    """Colab opens a stamped notebook on a GPU runtime: the learner need not switch after the setup cell."""
+    notebook = load(solution_path(LESSONS[0]))
+    notebook["metadata"] = {"kernelspec": notebook["metadata"]["kernelspec"]}
+    stamped = course.stamp_notebook(notebook, LESSONS[0])
+    assert stamped["metadata"]["accelerator"] == "GPU"
+    assert stamped["metadata"]["colab"] == {"gpuType": "T4", "provenance": []}
+
+
+def test_clean_keeps_colab_gpu_runtime_metadata() -> None:
+    """What Colab adds to its metadata goes; the GPU runtime stays."""
+    notebook = course.stamp_notebook(load(solution_path(LESSONS[0])), LESSONS[0])
+    notebook["metadata"]["colab"] = {"gpuType": "T4", "provenance": [{"file_id": "x"}], "name": "mine.ipynb"}
+    cleaned = course.clean_notebook(notebook)
+    assert cleaned["metadata"]["accelerator"] == "GPU"
+    assert cleaned["metadata"]["colab"] == {"gpuType": "T4", "provenance": []}
+
+
+def test_setup_cell_installs_a_release_with_colabs_packages_pinned() -> None:
+    """On Colab: gpucourse[colab] at tag v<version>, every preinstalled package pinned, advice with Colab's menus."""
+    cell = course.setup_cell_source()
+    settings = course.settings()
+    assert f"git+https://github.com/{settings['repository']}@v{settings['version']}" in cell
+    assert "@main" not in cell and "{" + "version}" not in cell
+    assert "gpucourse[colab] @ {source}" in cell and "GPUCOURSE_PIP_SOURCE" in cell
+    assert "-c {constraints.name}" in cell and "importlib.metadata.distributions()" in cell
+    assert "Runtime > Disconnect and delete runtime" in cell and "Kernel > Restart Kernel" in cell
+    compile(cell.replace("get_ipython()", "ipython"), "setup", "exec")
+
+
+def test_setup_cell_pins_every_installed_package(tmp_path) -> None:
+    """Run the Colab branch of the setup cell with a recording shell: the pip command and its constraints."""
+    commands = []
+    shell = type("Shell", (), {"system": lambda self, command: commands.append(command)})()
+    cell = course.setup_cell_source().split("try:")[0]
+    namespace = {"get_ipython": lambda: shell}
+    modules = dict(sys.modules, **{"google.colab": types.ModuleType("google.colab")})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "modules", modules)
+        patch.setenv("GPUCOURSE_PIP_SOURCE", "file:///checkout")
+        patch.setattr(tempfile, "tempdir", str(tmp_path))
+        exec(compile(cell, "setup", "exec"), namespace)
+    assert len(commands) == 1 and "'gpucourse[colab] @ file:///checkout'" in commands[0]
+    pins = dict(line.split("===") for line in Path(namespace["constraints"].name).read_text().splitlines())
+    assert pins["pytest"] == importlib.metadata.version("pytest") and pins["numpy"] == importlib.metadata.version("numpy")
+    assert "gpucourse" not in pins
+
+
+def _cell(kind: str, outputs: list[dict], grade_id: str | None = None) -> dict:
+    cell = {"cell_type": kind, "id": grade_id or "c", "metadata": {}, "source": "", "outputs": outputs}
+    if grade_id:
+        cell["metadata"]["nbgrader"] = {"grade_id": grade_id}
+    return cell
+
+
+STDERR = {"output_type": "stream", "name": "stderr", "text": "W1122 No CUDA runtime is found\n"}
+NOT_IMPLEMENTED = {"output_type": "error", "ename": "NotImplementedError", "evalue": "", "traceback": []}
+NAME_ERROR = {"output_type": "error", "ename": "NameError", "evalue": "name 'cuda' is not defined", "traceback": []}
+
+
+def _executed(setup: list[dict], solution: list[dict], smoke: list[dict], tests: list[dict]) -> dict:
+    """An executed notebook: setup cell, one exercise (solution, smoke check, tests), a cell after it."""
+    return {"cells": [_cell("code", setup), _cell("markdown", [], "ex1-question"), _cell("code", solution, "ex1-solution"),
+                      _cell("code", smoke), _cell("code", tests, "ex1-tests"), _cell("code", [])]}
+
+
+def test_twin_accepts_a_student_notebook_failing_only_in_its_exercises() -> None:
+    assert colab_twin.problems(_executed([], [], [NOT_IMPLEMENTED], [NOT_IMPLEMENTED]), student=True) == []
+
+
+@pytest.mark.parametrize("cells, student, expected", [
+    (([STDERR], [], [], []), False, "cell 0 (c) writes to stderr"),
+    (([STDERR], [], [], []), True, "writes to stderr"),
+    (([], [], [NOT_IMPLEMENTED], []), False, "raises NotImplementedError"),
+    (([NAME_ERROR], [], [], []), True, "raises NameError"),
+    (([], [], [NAME_ERROR], []), True, "raises NameError"),
+    (([NOT_IMPLEMENTED], [], [], []), True, "raises NotImplementedError"),
+])
+def test_twin_flags_stderr_and_errors_outside_exercises(cells: tuple, student: bool, expected: str) -> None:
+    found = colab_twin.problems(_executed(*cells), student=student)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_twin_flags_pip_warnings_in_the_setup_cell() -> None:
+    notebook = _executed([{"output_type": "stream", "name": "stdout", "text": "\x1b[31mERROR: pip's dependency "
+                           "resolver does not currently take into account all the packages\x1b[0m\r\n"}], [], [], [])
+    notebook["cells"][0]["metadata"]["tags"] = ["setup"]
+    found = colab_twin.problems(notebook, student=False)
+    assert len(found) == 1 and "(setup) shows pip's \"ERROR: pip's dependency resolver" in found[0], found
+
+
+def test_twin_sees_a_changed_preinstalled_package() -> None:
+    assert colab_twin.changed_versions({"numpy": "2.1.3", "torch": "2.11.0"}, {"numpy": "2.3.0", "torch": "2.11.0",
+                                                                              "numba": "0.68.1"}) == {"numpy": ("2.1.3", "2.3.0")}
+
+
+def test_colab_versions_file_names_python_and_the_big_four() -> None:
+    versions = colab_twin.colab_versions()
+    assert re.fullmatch(r"3\.\d+", versions["python"])
+    assert {"torch", "tensorflow", "keras", "numpy"} <= set(versions["preinstalled"])
+    assert not set(versions["runner"]) & set(versions["preinstalled"])

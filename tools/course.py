@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -27,6 +28,8 @@ WORKSPACE = ROOT / "work"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
+# Colab opens a notebook carrying this on a GPU runtime (a T4), so a learner need not switch before the setup cell.
+COLAB_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 LESSONS_START, LESSONS_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
 BADGES_START, BADGES_END = "<!-- badges:start -->", "<!-- badges:end -->"
 
@@ -34,10 +37,11 @@ BADGES_START, BADGES_END = "<!-- badges:start -->", "<!-- badges:end -->"
 # --------------------------------------------------------------------------- settings and lessons
 
 def settings() -> dict[str, str]:
-    """The course's one setting block, [tool.gpucourse] in pyproject.toml."""
+    """The course's settings: [tool.gpucourse] in pyproject.toml, and the package version (the release tag is v<it>)."""
     with open(ROOT / "pyproject.toml", "rb") as handle:
-        block = tomllib.load(handle)["tool"]["gpucourse"]
-    return {"repository": block["repository"], "branch": block["branch"]}
+        pyproject = tomllib.load(handle)
+    block = pyproject["tool"]["gpucourse"]
+    return {"repository": block["repository"], "branch": block["branch"], "version": pyproject["project"]["version"]}
 
 
 def lessons(course_root: Path = ROOT) -> list[str]:
@@ -84,10 +88,11 @@ def badge_markdown(lesson: str) -> str:
 
 
 def setup_cell_source() -> str:
-    """The setup cell every lesson starts with, filled in from the settings."""
-    template = (TEMPLATES / "setup_cell.py").read_text(encoding="utf-8")
-    s = settings()
-    return template.replace("{repository}", s["repository"]).replace("{branch}", s["branch"]).rstrip("\n")
+    """The setup cell every lesson starts with, filled in from the settings (on Colab it installs release v<version>)."""
+    text = (TEMPLATES / "setup_cell.py").read_text(encoding="utf-8")
+    for key, value in settings().items():
+        text = text.replace("{" + key + "}", value)
+    return text.rstrip("\n")
 
 
 def _tagged(notebook: dict, tag: str) -> list[dict]:
@@ -102,7 +107,7 @@ def _lock(cell: dict, grade_id: str) -> None:
 
 
 def stamp_notebook(notebook: dict, lesson: str) -> dict:
-    """Replace the notebook's 'badges' and 'setup' cells with the stamped versions."""
+    """Replace the notebook's 'badges' and 'setup' cells with the stamped versions; add Colab's GPU runtime metadata."""
     for tag, expected in (("badges", 1), ("setup", 1)):
         found = len(_tagged(notebook, tag))
         if found != expected:
@@ -112,6 +117,7 @@ def stamp_notebook(notebook: dict, lesson: str) -> dict:
     _lock(badges, "badges")
     _set_source(setup, setup_cell_source())
     _lock(setup, "setup")
+    notebook.setdefault("metadata", {}).update(copy.deepcopy(COLAB_METADATA))
     return notebook
 
 
@@ -160,7 +166,7 @@ def stamp_readme(text: str) -> str:
 # --------------------------------------------------------------------------- clean
 
 def clean_notebook(notebook: dict) -> dict:
-    """Strip outputs, execution counts and all metadata that is not the course's own."""
+    """Strip outputs, execution counts and all metadata that is not the course's own (Colab's GPU runtime stays)."""
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"] = []
@@ -170,7 +176,7 @@ def clean_notebook(notebook: dict) -> dict:
         metadata = cell.get("metadata", {})
         cell["metadata"] = {key: metadata[key] for key in KEPT_CELL_METADATA if key in metadata}
     kept = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"}}
+            "language_info": {"name": "python"}, **copy.deepcopy(COLAB_METADATA)}
     if "gpucourse" in notebook.get("metadata", {}):
         kept["gpucourse"] = notebook["metadata"]["gpucourse"]
     notebook["metadata"] = kept

@@ -270,10 +270,10 @@ def test_gpu_memory_scatters_one_point_per_gpu_at_year_and_memory():
 
 
 def test_gpu_memory_draws_the_claimed_ceiling_with_its_label():
-    ax = plot_gpu_memory(SPECS, claim_gb=24, claim_label="seed: 'at most'")
+    ax = plot_gpu_memory(SPECS, claim_gb=24, claim_label="article: 'at most'")
     (line,) = ax.get_lines()
     assert list(line.get_ydata()) == [24, 24] and line.get_linestyle() == "--"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["seed: 'at most': 24 GB"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["article: 'at most': 24 GB"]
 
 
 def test_gpu_memory_moves_the_label_of_a_crowded_point_below_it():

@@ -112,6 +112,13 @@ WRONG: dict[str, dict[str, str]] = {
             "attainable_flops": min(peak_flops, bandwidth * intensity),
             "bound": "memory" if intensity <= ridge else "compute"}
 ''',
+        # divides the larger of peak and bandwidth by the smaller: right whenever the peak is the larger number
+        "sorted_ridge": _EX3 + '''    intensity = flops / nbytes
+    ridge = max(peak_flops, bandwidth) / min(peak_flops, bandwidth)
+    return {"intensity": intensity, "ridge_point": ridge,
+            "attainable_flops": min(peak_flops, bandwidth * intensity),
+            "bound": "memory" if intensity < ridge else "compute"}
+''',
         # takes the higher roof instead of the lower one
         "max_roof": _EX3 + '''    intensity = flops / nbytes
     ridge = peak_flops / bandwidth

@@ -231,7 +231,8 @@ class FmaModel:
         return self.bits // (8 * DTYPE_BYTES[one_of("dtype", dtype, ("float32", "float64"))]) * 2 * self.units
 
 
-_INTEL = "Intel 64 and IA-32 Architectures Optimization Reference Manual; Agner Fog, 'The microarchitecture of Intel, AMD and VIA CPUs'"
+_INTEL = ("Intel 64 and IA-32 Architectures Optimization Reference Manual; Agner Fog, 'The microarchitecture of Intel, "
+          "AMD and VIA CPUs'")
 _ZEN4 = "AMD, 'Software Optimization Guide for the AMD Zen4 Microarchitecture' (pub. 57647)"
 _ZEN5 = "AMD, 'Software Optimization Guide for the AMD Zen5 Microarchitecture' (pub. 58455, 2024)"
 _ARM_PARTS = {"0xd0c": ("Arm Neoverse N1", 128, 2), "0xd49": ("Arm Neoverse N2", 128, 2),
@@ -247,8 +248,8 @@ def fma_model(info: CpuInfo) -> FmaModel:
     if info.vendor == "AuthenticAMD" and info.has_fma:
         family, model = info.family or 0, info.model_number or 0
         if family == 0x17 and model < 0x30:
-            return FmaModel("AMD Zen / Zen+", 128, 2, "two 128-bit FMA pipes; 256-bit AVX2 work is split in two "
-                                                      "(AMD, 'Software Optimization Guide for AMD Family 17h Processors')")
+            return FmaModel("AMD Zen / Zen+", 128, 2, "two 128-bit FMA pipes; 256-bit AVX2 work is split in two (AMD, "
+                                                      "'Software Optimization Guide for AMD Family 17h Processors')")
         if family in (0x17, 0x19):
             name = "AMD Zen 4" if "avx512f" in flags else "AMD Zen 2 / Zen 3"
             return FmaModel(name, 256, 2, "two 256-bit FMA pipes; a 512-bit AVX-512 instruction occupies both "
@@ -263,7 +264,8 @@ def fma_model(info: CpuInfo) -> FmaModel:
         if "avx512f" in flags:
             if {"amx_bf16", "avx512_fp16"} & flags:
                 return FmaModel("Intel Xeon (Sapphire Rapids or newer)", 512, 2,
-                                f"two 512-bit FMA units (ports 0+1 fused and port 5) on server cores with AMX ({_INTEL})")
+                                "two 512-bit FMA units (ports 0+1 fused and port 5) on server cores with AMX "
+                                f"({_INTEL})")
             if "Xeon" in info.model or info.model_number == 0x55:
                 return FmaModel("Intel Xeon Scalable (Skylake-SP to Ice Lake-SP)", 512, 2,
                                 "two 512-bit FMA units on Gold 6000 and Platinum parts; some Bronze, Silver and "
@@ -616,7 +618,7 @@ _DEVICE_NAMES: tuple[tuple[str, str], ...] = (
 
 
 def gpu_spec(name: str) -> GpuSpec:
-    """Look up a GPU's datasheet figures by short name ('T4', 'H100-PCIe', ...) or by the device name the driver reports.
+    """Look up a GPU's datasheet figures by short name ('T4', 'H100-PCIe', ...) or by the name its driver reports.
 
     Device names are matched part by part ('NVIDIA H100 PCIe' is the PCIe card, 'NVIDIA H100 80GB HBM3' the SXM5
     module); a name the table does not know raises ValueError rather than borrow another part's figures.

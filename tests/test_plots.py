@@ -270,10 +270,10 @@ def test_gpu_memory_scatters_one_point_per_gpu_at_year_and_memory():
 
 
 def test_gpu_memory_draws_the_claimed_ceiling_with_its_label():
-    ax = plot_gpu_memory(SPECS, claim_gb=24, claim_label="seed: 'at most'")
+    ax = plot_gpu_memory(SPECS, claim_gb=24, claim_label="article: 'at most'")
     (line,) = ax.get_lines()
     assert list(line.get_ydata()) == [24, 24] and line.get_linestyle() == "--"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["seed: 'at most': 24 GB"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["article: 'at most': 24 GB"]
 
 
 def test_gpu_memory_moves_the_label_of_a_crowded_point_below_it():
@@ -388,3 +388,53 @@ def test_bad_worker_pool_messages_say_what_was_given():
     with pytest.raises(TypeError, match=r"^n_tasks must be an int, got float \(1\.5\)$"):
         JET.finish_time(1.5)
     assert math.isclose(JET.throughput(16), 16e6)
+
+
+# --------------------------------------------------------------------------- tables and rate bars
+
+from gpucourse.plots import markdown_table, plot_rates, show_table  # noqa: E402
+
+
+def test_markdown_table_has_a_header_a_rule_and_one_line_per_row():
+    text = markdown_table(["GPU", "TFLOP/s"], [["T4", 8.1], ["A100", 19.5]])
+    assert text.splitlines() == ["| GPU | TFLOP/s |", "| --- | --- |", "| T4 | 8.1 |", "| A100 | 19.5 |"]
+
+
+def test_markdown_table_escapes_pipes_and_newlines_inside_cells():
+    assert markdown_table(["a"], [["x|y\nz"]]).splitlines()[-1] == "| x\\|y z |"
+
+
+@pytest.mark.parametrize("header, rows, error, argname", [
+    ("GPU", [], TypeError, "header"), ([], [], ValueError, "header"), (None, [], TypeError, "header"),
+    (["a"], "row", TypeError, "rows"), (["a"], None, TypeError, "rows"), (["a"], ["x"], TypeError, r"rows\[0\]"),
+    (["a", "b"], [["x"]], ValueError, r"rows\[0\]"),
+])
+def test_markdown_table_rejects_bad_input_naming_it(header, rows, error, argname):
+    with pytest.raises(error, match=rf"^{argname}"):
+        markdown_table(header, rows)
+
+
+def test_show_table_prints_markdown_outside_a_notebook(capsys):
+    show_table(["a", "b"], [[1, 2]])
+    assert capsys.readouterr().out.splitlines()[0] == "| a | b |"
+
+
+def test_plot_rates_draws_one_bar_per_rate_in_gflops_coloured_by_kind():
+    ax = plot_rates({"estimate": 300e9, "measured": 200e9, "T4 datasheet": 8.1e12}, measured=["measured"], title="t")
+    heights = [patch.get_height() for patch in ax.patches]
+    assert heights == pytest.approx([300, 200, 8100])
+    assert [patch.get_facecolor() for patch in ax.patches] == [to_rgba("tab:gray"), to_rgba("tab:blue"),
+                                                                to_rgba("tab:gray")]
+    assert ax.get_yscale() == "log" and ax.get_title() == "t"
+    plt.close("all")
+
+
+@pytest.mark.parametrize("kwargs, error, argname", [
+    ({"rates": {}}, TypeError, "rates"), ({"rates": [1e9]}, TypeError, "rates"),
+    ({"rates": {"a": 0}}, ValueError, "rates"), ({"rates": {"a": "1"}}, TypeError, "rates"),
+    ({"rates": {1: 1e9}}, TypeError, "rates"), ({"measured": "a"}, TypeError, "measured"),
+    ({"measured": ["b"]}, ValueError, "measured"), ({"title": 3}, TypeError, "title"), ({"ax": "ax"}, TypeError, "ax"),
+], ids=str)
+def test_plot_rates_rejects_bad_input_naming_it(kwargs, error, argname):
+    with pytest.raises(error, match=rf"^{argname}"):
+        plot_rates(**{"rates": {"a": 1e9}, **kwargs})

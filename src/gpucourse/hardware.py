@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpucourse._validate import one_of, positive_int, positive_number
@@ -110,6 +111,10 @@ class CpuInfo:
     clock_source: str
     simd_flags: tuple[str, ...]
     memory_bytes: int
+    vendor: str = ""
+    family: int | None = None
+    model_number: int | None = None
+    arm_part: str = ""
 
     @property
     def simd_bits(self) -> int:
@@ -184,6 +189,9 @@ def cpu_info() -> CpuInfo:
     clock_hz, clock_source = max(clocks)
     logical = psutil.cpu_count(logical=True) or 1
     physical = psutil.cpu_count(logical=False) or logical
+    vendor = fields.get("vendor_id", "")
+    if not vendor and model.startswith("Apple"):
+        vendor = "Apple"
     return CpuInfo(
         model=model,
         physical_cores=physical,
@@ -192,7 +200,90 @@ def cpu_info() -> CpuInfo:
         clock_source=clock_source,
         simd_flags=tuple(f for f in SIMD_FLAGS if f in flags),
         memory_bytes=psutil.virtual_memory().total,
+        vendor=vendor,
+        family=_int_field(fields.get("cpu family")),
+        model_number=_int_field(fields.get("model")),
+        arm_part=fields.get("CPU part", "").lower(),
     )
+
+
+def _int_field(text: str | None) -> int | None:
+    """A /proc/cpuinfo number ('25', '0x19'), or None where absent or unreadable."""
+    try:
+        return int(text, 0) if text else None
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- FMA datapaths per core family
+
+@dataclass(frozen=True)
+class FmaModel:
+    """How much fused multiply-add work a core starts per cycle: ``units`` pipes, each ``bits`` wide."""
+
+    core_family: str
+    bits: int
+    units: int
+    basis: str
+
+    def flops_per_cycle(self, dtype: str = "float32") -> int:
+        """FLOPs one core can start per cycle: numbers per pipe x 2 (an FMA is two FLOPs) x pipes."""
+        return self.bits // (8 * DTYPE_BYTES[one_of("dtype", dtype, ("float32", "float64"))]) * 2 * self.units
+
+
+_INTEL = ("Intel 64 and IA-32 Architectures Optimization Reference Manual; Agner Fog, 'The microarchitecture of Intel, "
+          "AMD and VIA CPUs'")
+_ZEN4 = "AMD, 'Software Optimization Guide for the AMD Zen4 Microarchitecture' (pub. 57647)"
+_ZEN5 = "AMD, 'Software Optimization Guide for the AMD Zen5 Microarchitecture' (pub. 58455, 2024)"
+_ARM_PARTS = {"0xd0c": ("Arm Neoverse N1", 128, 2), "0xd49": ("Arm Neoverse N2", 128, 2),
+              "0xd40": ("Arm Neoverse V1", 256, 2), "0xd4f": ("Arm Neoverse V2", 128, 4),
+              "0xd0b": ("Arm Cortex-A76", 128, 2), "0xd08": ("Arm Cortex-A72", 128, 2)}
+
+
+def fma_model(info: CpuInfo) -> FmaModel:
+    """The FMA pipes of ``info``'s core family: register width is not datapath width (Zen 4 splits 512-bit work)."""
+    if not isinstance(info, CpuInfo):
+        raise TypeError(f"info must be a CpuInfo, got {type(info).__name__}")
+    flags, bits = set(info.simd_flags), info.simd_bits
+    if info.vendor == "AuthenticAMD" and info.has_fma:
+        family, model = info.family or 0, info.model_number or 0
+        if family == 0x17 and model < 0x30:
+            return FmaModel("AMD Zen / Zen+", 128, 2, "two 128-bit FMA pipes; 256-bit AVX2 work is split in two (AMD, "
+                                                      "'Software Optimization Guide for AMD Family 17h Processors')")
+        if family in (0x17, 0x19):
+            name = "AMD Zen 4" if "avx512f" in flags else "AMD Zen 2 / Zen 3"
+            return FmaModel(name, 256, 2, "two 256-bit FMA pipes; a 512-bit AVX-512 instruction occupies both "
+                                          f"halves, so AVX-512 does not double the FLOPs per cycle ({_ZEN4})")
+        if family == 0x1A:
+            if "Ryzen AI" in info.model:  # mobile Zen 5 (Strix Point) keeps 256-bit datapaths
+                return FmaModel("AMD Zen 5 (mobile)", 256, 2, f"mobile Zen 5 keeps 256-bit FP datapaths ({_ZEN5})")
+            return FmaModel("AMD Zen 5", 512, 2, f"full 512-bit FP datapaths on desktop and server parts ({_ZEN5})")
+        return FmaModel(f"AMD family {family:#x}", min(bits, 256), 2,
+                        "assumed two FMA pipes no wider than 256 bits (as on Zen 2 to Zen 4)")
+    if info.vendor == "GenuineIntel" and info.has_fma:
+        if "avx512f" in flags:
+            if {"amx_bf16", "avx512_fp16"} & flags:
+                return FmaModel("Intel Xeon (Sapphire Rapids or newer)", 512, 2,
+                                "two 512-bit FMA units (ports 0+1 fused and port 5) on server cores with AMX "
+                                f"({_INTEL})")
+            if "Xeon" in info.model or info.model_number == 0x55:
+                return FmaModel("Intel Xeon Scalable (Skylake-SP to Ice Lake-SP)", 512, 2,
+                                "two 512-bit FMA units on Gold 6000 and Platinum parts; some Bronze, Silver and "
+                                f"Gold 5000 parts have one ({_INTEL})")
+            return FmaModel("Intel client core with AVX-512 (Ice Lake, Tiger Lake, Rocket Lake)", 512, 1,
+                            f"one 512-bit FMA unit (ports 0+1 fused); no second unit on port 5 ({_INTEL})")
+        return FmaModel("Intel core with AVX2 and FMA (Haswell or newer)", 256, 2,
+                        f"two 256-bit FMA units (ports 0 and 1) ({_INTEL})")
+    if info.arm_part in _ARM_PARTS:
+        name, width, units = _ARM_PARTS[info.arm_part]
+        return FmaModel(name, width, units, "the core's Arm Software Optimization Guide (vector FP pipes)")
+    if info.vendor == "Apple":
+        return FmaModel("Apple silicon performance core", 128, 4, "four 128-bit NEON FMA pipes per performance core "
+                                                                  "(public microbenchmarks; Apple publishes no figure)")
+    if info.has_fma:
+        return FmaModel("unknown core with FMA", bits, 2, "assumed two FMA pipes as wide as the widest register")
+    return FmaModel("core without FMA", bits, 1, "no fused multiply-add: a multiply pipe and an add pipe together "
+                                                  "count like one FMA pipe")
 
 
 # --------------------------------------------------------------------------- peak FLOP/s
@@ -208,6 +299,8 @@ class PeakEstimate:
     simd_bits: int
     fma_units: int
     assumptions: tuple[str, ...]
+    fma_bits: int = 0  # width of one FMA pipe; 0 means as wide as a register (simd_bits)
+    core_family: str = ""
 
     @property
     def lanes(self) -> int:
@@ -215,9 +308,14 @@ class PeakEstimate:
         return self.simd_bits // (8 * DTYPE_BYTES[self.dtype])
 
     @property
+    def fma_lanes(self) -> int:
+        """Numbers of this dtype one FMA pipe works on per cycle (fewer than ``lanes`` where 512-bit work is split)."""
+        return (self.fma_bits or self.simd_bits) // (8 * DTYPE_BYTES[self.dtype])
+
+    @property
     def flops_per_cycle_per_core(self) -> int:
-        """lanes x 2 (a fused multiply-add counts as two FLOPs) x FMA units."""
-        return self.lanes * 2 * self.fma_units
+        """FMA lanes x 2 (a fused multiply-add counts as two FLOPs) x FMA units."""
+        return self.fma_lanes * 2 * self.fma_units
 
     @property
     def flops(self) -> float:
@@ -225,26 +323,28 @@ class PeakEstimate:
         return self.cores * self.clock_hz * self.flops_per_cycle_per_core
 
     def __str__(self) -> str:
+        width = f" of {self.fma_bits} bits" if self.fma_bits and self.fma_bits != self.simd_bits else ""
+        family = f"; {self.core_family}" if self.core_family else ""
         return (f"{self.flops / 1e9:.0f} GFLOP/s {self.dtype} = {self.cores} cores x {self.clock_hz / 1e9:.2f} GHz "
                 f"({self.clock_source}) x {self.flops_per_cycle_per_core} FLOP/cycle "
-                f"[{self.lanes} lanes x 2 (FMA) x {self.fma_units} FMA units]")
+                f"[{self.fma_lanes} lanes x 2 (FMA) x {self.fma_units} FMA units{width}{family}]")
 
 
 def estimate_cpu_peak(dtype: str = "float32") -> PeakEstimate:
     """Estimate this CPU's peak FLOP/s for ``dtype`` ('float32' or 'float64') from its reported specs."""
     one_of("dtype", dtype, ("float32", "float64"))
     info = cpu_info()
-    fma_units = 2 if info.has_fma else 1
+    model = fma_model(info)
     assumptions = (
-        f"{fma_units} vector FMA unit(s) per core: the OS does not report this; most recent server "
-        "and desktop x86 cores have 2, some (and many laptops) have 1",
+        f"{model.units} FMA unit(s) of {model.bits} bits per core ({model.core_family}): the OS does not report "
+        f"this, so it is read from the core family: {model.basis}",
         f"clock {info.clock_hz / 1e9:.2f} GHz from {info.clock_source}: a virtual machine often reports its "
         "nominal clock while the cores boost higher, so the true peak can be above this estimate",
         f"{info.physical_cores} physical cores: hyper-threads share their core's FMA units and add no peak",
     )
     return PeakEstimate(dtype=dtype, cores=info.physical_cores, clock_hz=info.clock_hz,
-                        clock_source=info.clock_source, simd_bits=info.simd_bits, fma_units=fma_units,
-                        assumptions=assumptions)
+                        clock_source=info.clock_source, simd_bits=info.simd_bits, fma_units=model.units,
+                        assumptions=assumptions, fma_bits=model.bits, core_family=model.core_family)
 
 
 @dataclass(frozen=True)
@@ -283,7 +383,7 @@ class Reconciliation:
             return f"consistent: the measurement reaches {self.efficiency:.0%} of the estimated peak"
         return (f"the measurement reaches only {self.efficiency:.0%} of the estimate: the library may not use the "
                 "widest SIMD (e.g. OPENBLAS_CORETYPE set), other work may share the cores, or the estimate "
-                "assumes more FMA units than the core has")
+                "assumes more or wider FMA units than the core has")
 
 
 def reconcile_peak(estimate: PeakEstimate, measured_flops: float) -> Reconciliation:
@@ -372,6 +472,7 @@ class GpuSpec:
     sms: int | None = None
     boost_clock_ghz: float | None = None
     fp64_tensor_tflops: float | None = None  # FP64 Tensor Cores (A100, H100, ...): what DGEMM uses
+    form: str = ""  # how it is built: 'SXM' module, 'PCIe' card, 'NVL' (PCIe card for NVLink bridges), 'board', ...
 
     def peak_flops(self, dtype: str = "float32") -> float:
         """Datasheet peak FLOP/s for ``dtype``: 'float64' or 'float32' (CUDA cores), 'tf32', 'float16', 'bfloat16' (Tensor Cores)."""
@@ -388,48 +489,181 @@ class GpuSpec:
         return self.bandwidth_gb_s * 1e9
 
 
-_DENSE = "NVIDIA datasheet; Tensor Core figures dense (the datasheet's 'with sparsity' figures are 2x these)"
+SPEC_ASSUMPTIONS = (
+    "datasheet peaks, not measurements: no code reaches them for long, and power-capped cards (a T4 at 70 W, "
+    "PCIe parts) fall further below them under sustained load",
+    "dense: Tensor Core / matrix figures without 2:4 structured sparsity (NVIDIA's and AMD's headline "
+    "'with sparsity' figures are 2x these)",
+    "float16 and bfloat16 Tensor figures with FP32 accumulation where the datasheet distinguishes (what PyTorch uses)",
+    "one GPU (one chip, or one package), at its boost clock; the K80 row is a board of two GPUs, as sold",
+    "float32 and float64 are the general-purpose (CUDA core / vector) rates; fp64_tensor is the FP64 Tensor Core "
+    "(matrix) rate, None where the chip has none",
+)
+"""What every row of GPU_SPECS assumes: say these when you quote a figure."""
+
+_DENSE = "Tensor figures dense (the datasheet's 'with sparsity' figures are 2x these)"
+
+
+def _nvidia(document: str) -> str:
+    """The source line of an NVIDIA datasheet row."""
+    return f"NVIDIA {document}; {_DENSE}"
+
 
 GPU_SPECS: dict[str, GpuSpec] = {spec.name: spec for spec in (
     GpuSpec("K80", "Kepler", 2014, 24, 480, 8.73, None, None, None,
             "NVIDIA Tesla K80 datasheet (board of two GK210 GPUs, totals, with GPU Boost)",
-            "4992 CUDA cores and 24 GB are the sum over two GPUs; one process sees one GPU with 12 GB", fp64_tflops=2.91, cuda_cores=4992, sms=26, boost_clock_ghz=0.875),
-    GpuSpec("P100", "Pascal", 2016, 16, 732, 10.6, None, None, None,
-            "NVIDIA Tesla P100 datasheet (SXM2)",
-            "no Tensor Cores; FP16 reaches 21.2 TFLOPS through paired half-precision arithmetic", fp64_tflops=5.3, cuda_cores=3584, sms=56, boost_clock_ghz=1.48),
-    GpuSpec("V100", "Volta", 2017, 32, 900, 15.7, None, 125, None,
-            "NVIDIA V100 datasheet (SXM2)", "first Tensor Cores (FP16 in, FP16/FP32 accumulate)", fp64_tflops=7.8, cuda_cores=5120, sms=80, boost_clock_ghz=1.53),
+            "4992 CUDA cores and 24 GB are the sum over two GPUs; one process sees one GPU with 12 GB",
+            fp64_tflops=2.91, cuda_cores=4992, sms=26, boost_clock_ghz=0.875, form="board"),
+    GpuSpec("P100", "Pascal", 2016, 16, 732, 10.6, None, None, None, "NVIDIA Tesla P100 datasheet (SXM2, NVLink)",
+            "no Tensor Cores; FP16 reaches 21.2 TFLOPS through paired half-precision arithmetic",
+            fp64_tflops=5.3, cuda_cores=3584, sms=56, boost_clock_ghz=1.48, form="SXM2"),
+    GpuSpec("P100-PCIe", "Pascal", 2016, 16, 732, 9.3, None, None, None, "NVIDIA Tesla P100 datasheet (PCIe, 16 GB)",
+            "Kaggle's 'Tesla P100-PCIE-16GB'; lower clock than the SXM2 part; FP16 18.7 TFLOPS by paired halves",
+            fp64_tflops=4.7, cuda_cores=3584, sms=56, boost_clock_ghz=1.303, form="PCIe"),
+    GpuSpec("P100-PCIe-12GB", "Pascal", 2016, 12, 549, 9.3, None, None, None,
+            "NVIDIA Tesla P100 datasheet (PCIe, 12 GB)", "three of the four HBM2 stacks: less memory and bandwidth",
+            fp64_tflops=4.7, cuda_cores=3584, sms=56, boost_clock_ghz=1.303, form="PCIe"),
+    GpuSpec("V100", "Volta", 2017, 32, 900, 15.7, None, 125, None, "NVIDIA V100 datasheet (SXM2, 32 GB)",
+            "first Tensor Cores (FP16 in, FP16/FP32 accumulate); no BF16, TF32 or FP64 Tensor Cores",
+            fp64_tflops=7.8, cuda_cores=5120, sms=80, boost_clock_ghz=1.53, form="SXM2"),
+    GpuSpec("V100-16GB", "Volta", 2017, 16, 900, 15.7, None, 125, None, "NVIDIA V100 datasheet (SXM2, 16 GB)",
+            "the 16 GB SXM2 part ('Tesla V100-SXM2-16GB'); same chip and clocks as the 32 GB one",
+            fp64_tflops=7.8, cuda_cores=5120, sms=80, boost_clock_ghz=1.53, form="SXM2"),
+    GpuSpec("V100-PCIe", "Volta", 2017, 32, 900, 14, None, 112, None, "NVIDIA V100 datasheet (PCIe, 32 GB)",
+            "250 W card: lower boost clock than the 300 W SXM2 module",
+            fp64_tflops=7, cuda_cores=5120, sms=80, boost_clock_ghz=1.38, form="PCIe"),
+    GpuSpec("V100-PCIe-16GB", "Volta", 2017, 16, 900, 14, None, 112, None, "NVIDIA V100 datasheet (PCIe, 16 GB)",
+            "250 W card: lower boost clock than the 300 W SXM2 module",
+            fp64_tflops=7, cuda_cores=5120, sms=80, boost_clock_ghz=1.38, form="PCIe"),
     GpuSpec("T4", "Turing", 2018, 16, 320, 8.1, None, 65, None,
             "NVIDIA T4 datasheet; SMs, clock and FP64 (1/32 of FP32) from NVIDIA's Turing whitepaper",
-            "Colab's free GPU; 70 W; INT8 130 TOPS; no BF16 or TF32", fp64_tflops=0.25, cuda_cores=2560, sms=40, boost_clock_ghz=1.59),
-    GpuSpec("A100-40GB", "Ampere", 2020, 40, 1555, 19.5, 156, 312, 312, _DENSE + " (SXM)",
-            fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41),
-    GpuSpec("A100-80GB", "Ampere", 2020, 80, 2039, 19.5, 156, 312, 312, _DENSE + " (SXM)",
-            fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41),
+            "Colab's free GPU; 70 W power cap: under sustained GEMMs it lowers its clock, and public measurements of "
+            "long float16 GEMMs sit far below the 65 TFLOPS peak (reference.show('matmul')); INT8 130 TOPS; no BF16 "
+            "or TF32", fp64_tflops=0.25, cuda_cores=2560, sms=40, boost_clock_ghz=1.59, form="PCIe"),
+    GpuSpec("A100-40GB", "Ampere", 2020, 40, 1555, 19.5, 156, 312, 312, _nvidia("A100 datasheet (SXM4, 40 GB)"),
+            "400 W module", fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41, fp64_tensor_tflops=19.5,
+            form="SXM4"),
+    GpuSpec("A100-80GB", "Ampere", 2020, 80, 2039, 19.5, 156, 312, 312, _nvidia("A100 datasheet (SXM4, 80 GB)"),
+            "400 W module", fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41, fp64_tensor_tflops=19.5,
+            form="SXM4"),
+    GpuSpec("A100-40GB-PCIe", "Ampere", 2020, 40, 1555, 19.5, 156, 312, 312, _nvidia("A100 datasheet (PCIe, 40 GB)"),
+            "250 W card: same peaks as the SXM4 module on paper, lower sustained clocks under long GEMMs",
+            fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41, fp64_tensor_tflops=19.5, form="PCIe"),
+    GpuSpec("A100-80GB-PCIe", "Ampere", 2021, 80, 1935, 19.5, 156, 312, 312, _nvidia("A100 datasheet (PCIe, 80 GB)"),
+            "300 W card: less bandwidth than the SXM4 80 GB module, lower sustained clocks under long GEMMs",
+            fp64_tflops=9.7, cuda_cores=6912, sms=108, boost_clock_ghz=1.41, fp64_tensor_tflops=19.5, form="PCIe"),
     GpuSpec("L4", "Ada Lovelace", 2023, 24, 300, 30.3, 60, 121, 121,
-            _DENSE + "; SMs, clock and FP64 (1/64 of FP32) from NVIDIA's Ada whitepaper",
-            fp64_tflops=0.47, cuda_cores=7424, sms=58, boost_clock_ghz=2.04),
-    GpuSpec("H100", "Hopper", 2022, 80, 3350, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)",
-            fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98),
-    GpuSpec("H200", "Hopper", 2024, 141, 4800, 67, 494.7, 989.4, 989.4, _DENSE + " (SXM)",
-            fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98),
+            _nvidia("L4 datasheet") + "; SMs, clock and FP64 (1/64 of FP32) from NVIDIA's Ada whitepaper",
+            "72 W card", fp64_tflops=0.47, cuda_cores=7424, sms=58, boost_clock_ghz=2.04, form="PCIe"),
+    GpuSpec("RTX 4090", "Ada Lovelace", 2022, 24, 1008, 82.6, 82.6, 165.2, 165.2,
+            "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix (GeForce RTX 4090); Tensor figures dense, "
+            "FP16/BF16 with FP32 accumulate",
+            "consumer card: GeForce runs FP16 with FP16 accumulate at twice the FP32-accumulate rate quoted here; "
+            "FP64 is 1/64 of FP32", fp64_tflops=1.29, cuda_cores=16384, sms=128, boost_clock_ghz=2.52, form="PCIe"),
+    GpuSpec("H100", "Hopper", 2022, 80, 3350, 67, 494.7, 989.4, 989.4, _nvidia("H100 datasheet (SXM5)"),
+            "700 W module ('NVIDIA H100 80GB HBM3')", fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98,
+            fp64_tensor_tflops=67, form="SXM5"),
+    GpuSpec("H100-PCIe", "Hopper", 2022, 80, 2000, 51, 378, 756, 756, _nvidia("H100 datasheet (PCIe)"),
+            "350 W card with fewer SMs (114), a lower clock and HBM2e: about 3/4 of the SXM5 figures",
+            fp64_tflops=26, cuda_cores=14592, sms=114, boost_clock_ghz=1.755, fp64_tensor_tflops=51, form="PCIe"),
+    GpuSpec("H100-NVL", "Hopper", 2023, 94, 3900, 60, 417.5, 835.5, 835.5, _nvidia("H100 NVL datasheet (per GPU)"),
+            "PCIe card (350-400 W) sold in NVLink-bridged pairs; figures per GPU, not per pair",
+            fp64_tflops=30, cuda_cores=16896, sms=132, boost_clock_ghz=1.785, fp64_tensor_tflops=60, form="NVL"),
+    GpuSpec("H200", "Hopper", 2024, 141, 4800, 67, 494.7, 989.4, 989.4, _nvidia("H200 datasheet (SXM)"),
+            "the H100's chip with 141 GB of HBM3e", fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98,
+            fp64_tensor_tflops=67, form="SXM5"),
+    GpuSpec("H200-NVL", "Hopper", 2024, 141, 4800, 60, 417.5, 835.5, 835.5, _nvidia("H200 datasheet (H200 NVL)"),
+            "PCIe card (up to 600 W) for NVLink-bridged groups; lower clock than the SXM module",
+            fp64_tflops=30, cuda_cores=16896, sms=132, boost_clock_ghz=1.785, fp64_tensor_tflops=60, form="NVL"),
+    GpuSpec("B200", "Blackwell", 2024, 180, 8000, 75, 1125, 2250, 2250,
+            "NVIDIA HGX B200 specifications, 8-GPU totals divided by 8 (FP64 296, FP32 600 TFLOPS; TF32 18, "
+            "FP16/BF16 36 PFLOPS with sparsity); Tensor figures dense, i.e. half the sparse ones",
+            "two dies in one package, 1000 W; NVIDIA's earlier Blackwell technical brief gave 40 FP64 / 80 FP32 "
+            "TFLOPS at the same power; FP8 and FP4 (not in this table) double and quadruple the FP16 rate",
+            fp64_tflops=37, fp64_tensor_tflops=37, form="SXM"),
+    GpuSpec("MI300X", "CDNA 3", 2023, 192, 5300, 163.4, 653.7, 1307.4, 1307.4,
+            "AMD Instinct MI300X data sheet; matrix figures dense (AMD's 'with sparsity' figures are 2x these)",
+            "AMD, not NVIDIA: ROCm builds of PyTorch drive it through the torch.cuda API (torch.cuda.is_available() "
+            "is True, the device is 'cuda'); 'cuda_cores' are stream processors, 'sms' compute units; the FP32 "
+            "vector figure counts packed FP32 (two numbers per lane per cycle): unpacked code gets 81.7",
+            fp64_tflops=81.7, cuda_cores=19456, sms=304, boost_clock_ghz=2.1, fp64_tensor_tflops=163.4, form="OAM"),
 )}
-"""Datasheet figures (not measurements) for the GPUs a learner meets, keyed by short name."""
+"""Datasheet figures (not measurements) for the GPUs a learner meets, keyed by short name (see SPEC_ASSUMPTIONS)."""
+
+_DEVICE_NAMES: tuple[tuple[str, str], ...] = (
+    # (pattern of the name torch.cuda.get_device_name / NVML reports, key); the first match wins, so specific first
+    (r"\bK80\b", "K80"),
+    (r"\bP100[- ]PCIE[- ]12GB\b", "P100-PCIe-12GB"),
+    (r"\bP100[- ]PCIE\b", "P100-PCIe"),
+    (r"\bP100([- ]SXM2)?([- ]16GB)?$", "P100"),
+    (r"\bV100[- ]PCIE[- ]16GB\b", "V100-PCIe-16GB"),
+    (r"\bV100[- ]PCIE\b", "V100-PCIe"),
+    (r"\bV100[- ]SXM2[- ]16GB\b", "V100-16GB"),
+    (r"\bV100([- ]SXM2)?([- ]32GB)?$", "V100"),
+    (r"\bT4$", "T4"),
+    (r"\bA100[- ]80GB[- ]PCIE\b|\bA100[- ]PCIE[- ]80GB\b", "A100-80GB-PCIe"),
+    (r"\bA100[- ]PCIE([- ]40GB)?$|\bA100[- ]40GB[- ]PCIE$", "A100-40GB-PCIe"),
+    (r"\bA100([- ]SXM4?)?[- ]80GB$", "A100-80GB"),
+    (r"\bA100([- ]SXM4?)?([- ]40GB)?$", "A100-40GB"),
+    (r"\bL4$", "L4"),
+    (r"\bRTX 4090$", "RTX 4090"),
+    (r"\bH100[- ]NVL$", "H100-NVL"),
+    (r"\bH100[- ]PCIE$", "H100-PCIe"),
+    (r"\bH100( 80GB HBM3|[- ]SXM5?( 80GB)?)?$", "H100"),
+    (r"\bH200[- ]NVL$", "H200-NVL"),
+    (r"\bH200([- ]SXM)?( 141GB)?$", "H200"),
+    (r"\bB200$", "B200"),
+    (r"\bMI300X( VF)?$", "MI300X"),
+)
 
 
 def gpu_spec(name: str) -> GpuSpec:
-    """Look up a GPU's datasheet figures by short name ('T4', 'A100-80GB', ...) or a device name containing it."""
+    """Look up a GPU's datasheet figures by short name ('T4', 'H100-PCIe', ...) or by the name its driver reports.
+
+    Device names are matched part by part ('NVIDIA H100 PCIe' is the PCIe card, 'NVIDIA H100 80GB HBM3' the SXM5
+    module); a name the table does not know raises ValueError rather than borrow another part's figures.
+    """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if name in GPU_SPECS:
         return GPU_SPECS[name]
-    upper = name.upper()
-    matches = [key for key in GPU_SPECS if re.search(rf"(?<![A-Z0-9]){key.split('-')[0]}(?![0-9])", upper)]
-    if len(matches) > 1:  # the A100 comes with 40 or 80 GB
-        matches = [key for key in matches if key.endswith("80GB") == ("80GB" in upper)]
-    if matches:
-        return GPU_SPECS[matches[0]]
-    raise ValueError(f"name must be one of {list(GPU_SPECS)} (or a device name containing one), got {name!r}")
+    by_lower = {key.lower(): key for key in GPU_SPECS}
+    if name.strip().lower() in by_lower:
+        return GPU_SPECS[by_lower[name.strip().lower()]]
+    upper = " ".join(name.upper().split())
+    for pattern, key in _DEVICE_NAMES:
+        if re.search(pattern, upper):
+            return GPU_SPECS[key]
+    raise ValueError(f"name must be one of {list(GPU_SPECS)} (or a device name the driver reports for one, e.g. "
+                     f"'Tesla T4' or 'NVIDIA H100 PCIe'), got {name!r}")
+
+
+SPEC_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("GPU", "name"), ("form", "form"), ("year", "year"), ("memory (GB)", "memory_gb"),
+    ("bandwidth (GB/s)", "bandwidth_gb_s"), ("FP64", "fp64_tflops"), ("FP64 Tensor", "fp64_tensor_tflops"),
+    ("FP32", "fp32_tflops"), ("TF32 Tensor", "tf32_tensor_tflops"), ("FP16 Tensor", "fp16_tensor_tflops"),
+    ("BF16 Tensor", "bf16_tensor_tflops"),
+)
+"""Columns of :func:`spec_rows`: heading and GpuSpec field (FLOP/s columns in dense TFLOP/s)."""
+
+
+def spec_rows(specs: Iterable[GpuSpec] | None = None, source: bool = True) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a datasheet table, sorted by year; '-' where the chip has no such unit."""
+    from gpucourse._validate import list_of
+
+    specs = list(GPU_SPECS.values()) if specs is None else list_of("specs", specs, GpuSpec, non_empty=True)
+    if not isinstance(source, bool):
+        raise TypeError(f"source must be a bool, got {type(source).__name__}")
+
+    def cell(value: object) -> str:
+        if value is None or value == "":
+            return "-"
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    header = [heading for heading, _ in SPEC_COLUMNS] + (["source"] if source else [])
+    rows = [[cell(getattr(spec, field)) for _, field in SPEC_COLUMNS] + ([spec.source] if source else [])
+            for spec in sorted(specs, key=lambda s: (s.year, s.name))]
+    return header, rows
 
 
 # --------------------------------------------------------------------------- environment report

@@ -1,9 +1,10 @@
-"""Lesson plots that take more than a few lines: latency vs throughput, GPU memory by year, roofline points."""
+"""Lesson plots and tables that take more than a few lines: latency vs throughput, GPU memory by year, roofline
+points, peak-versus-measured bars, Markdown tables."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpucourse._validate import list_of, positive_int, positive_number
@@ -147,4 +148,71 @@ def mark_points(ax, points: Iterable[RooflinePoint], color: str = "black", marke
                     xytext=(6, -4), fontsize=8, color=color)
 
 
-__all__ = ["WorkerPool", "plot_latency_throughput", "plot_gpu_memory", "mark_points"]
+def markdown_table(header: Iterable[object], rows: Iterable[Iterable[object]]) -> str:
+    """A Markdown table: one header row, then one line per row (each row as long as the header)."""
+    if isinstance(header, (str, bytes)) or not isinstance(header, Iterable):
+        raise TypeError(f"header must be a list of column headings, got {type(header).__name__}")
+    header = [str(h) for h in header]
+    if not header:
+        raise ValueError("header must name at least one column")
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+        raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for index, row in enumerate(rows):
+        if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+            raise TypeError(f"rows[{index}] must be a list of cells, got {type(row).__name__}")
+        cells = [str(cell).replace("|", "\\|").replace("\n", " ") for cell in row]
+        if len(cells) != len(header):
+            raise ValueError(f"rows[{index}] has {len(cells)} cells, the header {len(header)}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def show_table(header: Iterable[object], rows: Iterable[Iterable[object]]) -> None:
+    """Display a table: rendered Markdown in a notebook, plain Markdown text elsewhere."""
+    text = markdown_table(header, rows)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        print(text)
+        return
+    if get_ipython() is None:
+        print(text)
+    else:
+        display(Markdown(text))
+
+
+def plot_rates(rates: Mapping[str, float], measured: Iterable[str] = (), title: str = "", ax=None):
+    """Bar chart of FLOP/s figures in GFLOP/s on a log axis: measured ones blue, estimates and datasheets grey."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(rates, Mapping) or not rates:
+        raise TypeError(f"rates must be a non-empty dict of label -> FLOP/s, got {type(rates).__name__}")
+    for label, rate in rates.items():
+        if not isinstance(label, str):
+            raise TypeError(f"rates: labels must be str, got {type(label).__name__}")
+        positive_number(f"rates[{label!r}]", rate)
+    if isinstance(measured, str) or not isinstance(measured, Iterable):
+        raise TypeError(f"measured must be a list of labels of rates, got {type(measured).__name__}")
+    measured = set(measured)
+    unknown = measured - set(rates)
+    if unknown:
+        raise ValueError(f"measured names labels that are not in rates: {sorted(unknown)}")
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a str, got {type(title).__name__}")
+    if ax is not None:
+        _check_ax("ax", ax)
+    else:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    colors = ["tab:blue" if label in measured else "tab:gray" for label in rates]
+    container = ax.bar(list(rates), [rate / 1e9 for rate in rates.values()], color=colors)
+    ax.bar_label(container, fmt="%.0f")
+    ax.set_yscale("log")
+    ax.set_ylabel("GFLOP/s (log scale)")
+    ax.set_title(title or "measured (blue) and estimated or datasheet (grey) rates", fontsize=10)
+    return ax
+
+
+__all__ = ["WorkerPool", "plot_latency_throughput", "plot_gpu_memory", "mark_points", "markdown_table", "show_table",
+           "plot_rates"]

@@ -455,3 +455,47 @@ def test_plausibility_verdict_follows_the_fraction_of_peak(rate, peak):
     fraction = rate / peak
     expected = "above peak" if fraction > 1 else "far below peak" if fraction < 0.01 else "plausible"
     assert check.verdict == expected
+
+
+# ---------------------------------------------------------------- quiet import of torch's Timer
+
+def test_import_torch_timer_returns_torchs_timer():
+    from torch.utils.benchmark import Timer
+
+    from gpucourse.timing import import_torch_timer
+    assert import_torch_timer() is Timer
+
+
+def test_import_torch_timer_drops_only_the_known_line(monkeypatch, capsys, caplog):
+    import logging
+    import sys
+    import types
+
+    from gpucourse import timing
+
+    fake = types.ModuleType("torch.utils.benchmark")
+
+    class FakeTimer:
+        pass
+
+    fake.Timer = FakeTimer
+    logger = logging.getLogger("torch.utils.cpp_extension")
+
+    def noisy_import(name, *args, **kwargs):
+        if name == "torch.utils.benchmark":
+            logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'")
+            print("No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'", file=sys.stderr)
+            print("something else went wrong", file=sys.stderr)
+            logger.warning("another warning")
+            return fake
+        return real_import(name, *args, **kwargs)
+
+    real_import = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
+    monkeypatch.setattr("builtins.__import__", noisy_import)
+    assert timing.import_torch_timer() is FakeTimer
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert "No CUDA runtime" not in err and "something else went wrong" in err
+    logged = [record.getMessage() for record in caplog.records]
+    assert "another warning" in logged and not any("No CUDA runtime" in message for message in logged)
+    assert logger.filters == []

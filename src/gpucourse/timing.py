@@ -238,3 +238,46 @@ def plausibility(flops_per_s: float, peak_flops: float, *, floor: float = 0.01, 
         raise ValueError(f"floor must be a fraction of the peak below 1 (e.g. 0.01), got {floor}")
     return RateCheck(flops_per_s=flops_per_s, peak_flops=peak_flops, floor=floor,
                      margin=non_negative_number("margin", margin))
+
+
+# --------------------------------------------------------------------------- a quiet import of torch's Timer
+
+NO_CUDA_RUNTIME_MESSAGE = "No CUDA runtime is found"
+"""Start of the line a CUDA build of torch writes when torch.utils.cpp_extension is imported without a GPU."""
+
+
+class _DropMessage:
+    """A logging filter dropping records whose message starts with ``prefix`` (and nothing else)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def import_torch_timer():
+    """Return ``torch.utils.benchmark.Timer``, imported without torch's known "No CUDA runtime is found" line.
+
+    A CUDA build of torch on a machine without a GPU (Colab's CPU runtime) logs that line to stderr when
+    ``torch.utils.cpp_extension`` is first imported (older versions print it). Only that line is dropped: any other
+    output of the import is passed on to stderr unchanged.
+    """
+    import contextlib
+    import io
+    import logging
+    import sys
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    drop = _DropMessage(NO_CUDA_RUNTIME_MESSAGE)
+    logger.addFilter(drop)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            from torch.utils.benchmark import Timer
+    finally:
+        logger.removeFilter(drop)
+        passed_on = [line for line in captured.getvalue().splitlines(keepends=True)
+                     if not line.startswith(NO_CUDA_RUNTIME_MESSAGE)]
+        sys.stderr.write("".join(passed_on))
+    return Timer

@@ -567,3 +567,11 @@ def test_sm_limits_name_their_source_and_table_renders():
     assert all("Compute Capabilit" in limits.source for limits in SM_LIMITS.values())
     table = occupancy_table([(256, 32, 0), (128, 64, 16 * 1024)])
     assert table.count("\n") == 3 and "T4" in table and "H100" in table
+
+
+def test_nvidia_wheels_lists_only_nvidia_distributions():
+    from gpucourse.kernels import nvidia_wheels
+
+    wheels = nvidia_wheels()
+    assert wheels == sorted(wheels)
+    assert all(name.startswith("nvidia-") and isinstance(version, str) for name, version in wheels)

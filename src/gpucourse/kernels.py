@@ -154,11 +154,23 @@ def software_stack() -> list[StackLayer]:
                    "torch.cuda.nccl.version() (needs a visible GPU)"),
         StackLayer("PyTorch", None if torch is None else torch.__version__, "framework: calls the libraries above",
                    "torch.__version__"),
-        StackLayer("TensorFlow", tf_version, "framework with its own CUDA/cuDNN build",
+        StackLayer("TensorFlow", tf_version, "framework; `tensorflow[and-cuda]` loads the same nvidia-* wheels as torch",
                    "tf.sysconfig.get_build_info(), read without starting TensorFlow"),
         StackLayer("Numba", numba_version, "compiles your Python kernels to GPU code (or simulates them)",
                    "numba.__version__ and use_cuda_or_simulator()"),
     ]
+
+
+def nvidia_wheels() -> list[tuple[str, str]]:
+    """(name, version) of every installed pip distribution named nvidia-*: the CUDA libraries the frameworks load."""
+    from importlib import metadata
+
+    found = {}
+    for distribution in metadata.distributions():
+        name = (distribution.metadata["Name"] or "").lower()
+        if name.startswith("nvidia-"):
+            found[name] = distribution.version
+    return sorted(found.items())
 
 
 # --------------------------------------------------------------------------- GPU or simulator

@@ -521,3 +521,57 @@ def test_gpu_is_chosen_and_matches_the_tracer():
     """)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+# ---------------------------------------------------------------- occupancy
+
+from gpucourse.kernels import SM_LIMITS, occupancy, occupancy_table  # noqa: E402
+
+
+@pytest.mark.parametrize("gpu, threads, registers, shared, blocks, warps, limit", [
+    ("T4", 256, 32, 0, 4, 32, "warps"),          # 8 warps per block, 32 warps per SM
+    ("T4", 32, 32, 0, 16, 16, "blocks"),         # one-warp blocks hit the 16-block limit
+    ("T4", 256, 64, 0, 4, 32, "warps"),          # 64 x 256 = 16384 registers per block: 4 blocks fit exactly
+    ("T4", 256, 128, 0, 2, 16, "registers"),     # 32768 registers per block
+    ("T4", 128, 32, 32 * 1024, 2, 8, "shared memory"),
+    ("A100", 256, 32, 0, 8, 64, "warps"),
+    ("A100", 256, 128, 0, 2, 16, "registers"),
+    ("A100", 128, 32, 48 * 1024, 3, 12, "shared memory"),  # 164 KB / (48 + 1 KB reserved)
+    ("H100", 128, 32, 48 * 1024, 4, 16, "shared memory"),  # 228 KB / 49 KB
+    ("H100", 1024, 40, 0, 1, 32, "registers"),  # 40 regs -> 1280 per warp; 32 warps need 40960 > 32768 for 2
+], ids=str)
+def test_occupancy_matches_hand_calculation(gpu, threads, registers, shared, blocks, warps, limit):
+    result = occupancy(threads, registers, shared, gpu)
+    assert (result.blocks_per_sm, result.warps_per_sm, result.limited_by) == (blocks, warps, limit)
+    assert 0 < result.fraction <= 1
+
+
+def test_registers_round_up_to_the_allocation_unit():
+    assert occupancy(256, 33, 0, "T4").limits == occupancy(256, 40, 0, "T4").limits
+
+
+@pytest.mark.parametrize("kwargs, error, argname", [
+    ({"threads_per_block": 0}, ValueError, "threads_per_block"),
+    ({"threads_per_block": 2048}, ValueError, "threads_per_block"),
+    ({"threads_per_block": 128, "registers_per_thread": 256}, ValueError, "registers_per_thread"),
+    ({"threads_per_block": 128, "shared_bytes_per_block": 65 * 1024}, ValueError, "shared_bytes_per_block"),
+    ({"threads_per_block": 128, "gpu": "V100"}, ValueError, "gpu"),
+    ({"threads_per_block": 128.0}, TypeError, "threads_per_block"),
+], ids=str)
+def test_occupancy_rejects_bad_arguments(kwargs, error, argname):
+    with pytest.raises(error, match=rf"^{argname}\b"):
+        occupancy(**kwargs)
+
+
+def test_sm_limits_name_their_source_and_table_renders():
+    assert all("Compute Capabilit" in limits.source for limits in SM_LIMITS.values())
+    table = occupancy_table([(256, 32, 0), (128, 64, 16 * 1024)])
+    assert table.count("\n") == 3 and "T4" in table and "H100" in table
+
+
+def test_nvidia_wheels_lists_only_nvidia_distributions():
+    from gpucourse.kernels import nvidia_wheels
+
+    wheels = nvidia_wheels()
+    assert wheels == sorted(wheels)
+    assert all(name.startswith("nvidia-") and isinstance(version, str) for name, version in wheels)

@@ -229,3 +229,61 @@ def test_methods_reject_bad_arguments_naming_them(gpu, call, error, argname):
     with pytest.raises(error, match=rf"^{argname}\b"):
         call(gpu)
     assert gpu.calls == 0
+
+
+# ---------------------------------------------------------------- simulated clock
+
+def test_simulated_clock_advances_without_sleeping_and_starts_no_thread():
+    before = len(_stream_threads())
+    start = time.perf_counter()
+    with SimulatedGPU(kernel_s=5.0, init_s=2.0, launch_s=0.001, simulated_clock=True) as gpu:
+        assert len(_stream_threads()) == before
+        t0 = gpu.clock()
+        gpu.launch()
+        assert gpu.clock() - t0 == pytest.approx(2.001)  # start-up and launch are paid by the caller
+        assert gpu.pending == 1
+        gpu.synchronize()
+        assert gpu.clock() - t0 == pytest.approx(7.001)
+        assert gpu.pending == 0 and gpu.completed == 1
+    assert time.perf_counter() - start < 1.0
+
+
+def test_simulated_clock_runs_kernels_in_order_with_hiccups():
+    with SimulatedGPU(kernel_s=0.01, init_s=0.0, launch_s=0.0, hiccup_every=2, hiccup_s=0.1,
+                      simulated_clock=True) as gpu:
+        for _ in range(3):
+            gpu.launch()
+        assert gpu.clock() == 0.0
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(0.13)
+        gpu.to_device(12 * 10**9)  # one second at the default 12 GB/s
+        assert gpu.clock() == pytest.approx(1.13)
+
+
+def test_kernel_times_give_each_launch_its_duration_and_run_out():
+    with SimulatedGPU(init_s=0.0, launch_s=0.0, simulated_clock=True, kernel_times=[0.02, 0.05]) as gpu:
+        gpu.launch()
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(0.02)
+        gpu.launch(1.0)  # an explicit duration does not use up the list
+        gpu.launch()
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(1.07)
+        with pytest.raises(RuntimeError, match="kernel_times"):
+            gpu.launch()
+
+
+def test_clock_is_perf_counter_without_simulated_clock(gpu):
+    before = time.perf_counter()
+    assert before <= gpu.clock() <= time.perf_counter()
+
+
+@pytest.mark.parametrize("kwargs, error, argname", [
+    ({"simulated_clock": 1}, TypeError, "simulated_clock"),
+    ({"kernel_times": "0.1"}, TypeError, "kernel_times"),
+    ({"kernel_times": [0.1, -1.0]}, ValueError, "kernel_times"),
+    ({"kernel_times": 0.1}, TypeError, "kernel_times"),
+], ids=str)
+def test_simulated_clock_arguments_are_checked(kwargs, error, argname):
+    with pytest.raises(error, match=rf"^{argname}\b"):
+        SimulatedGPU(**kwargs)

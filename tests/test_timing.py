@@ -455,3 +455,98 @@ def test_plausibility_verdict_follows_the_fraction_of_peak(rate, peak):
     fraction = rate / peak
     expected = "above peak" if fraction > 1 else "far below peak" if fraction < 0.01 else "plausible"
     assert check.verdict == expected
+
+
+# ---------------------------------------------------------------- quiet import of torch's Timer
+
+def test_import_torch_timer_returns_torchs_timer():
+    from torch.utils.benchmark import Timer
+
+    from gpucourse.timing import import_torch_timer
+    assert import_torch_timer() is Timer
+
+
+def test_import_torch_timer_drops_only_the_known_line(monkeypatch, capsys, caplog):
+    import logging
+    import sys
+    import types
+
+    from gpucourse import timing
+
+    fake = types.ModuleType("torch.utils.benchmark")
+
+    class FakeTimer:
+        pass
+
+    fake.Timer = FakeTimer
+    logger = logging.getLogger("torch.utils.cpp_extension")
+
+    def noisy_import(name, *args, **kwargs):
+        if name == "torch.utils.benchmark":
+            logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'")
+            print("No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'", file=sys.stderr)
+            print("something else went wrong", file=sys.stderr)
+            logger.warning("another warning")
+            return fake
+        return real_import(name, *args, **kwargs)
+
+    real_import = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
+    monkeypatch.setattr("builtins.__import__", noisy_import)
+    assert timing.import_torch_timer() is FakeTimer
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert "No CUDA runtime" not in err and "something else went wrong" in err
+    logged = [record.getMessage() for record in caplog.records]
+    assert "another warning" in logged and not any("No CUDA runtime" in message for message in logged)
+    assert logger.filters == []
+
+
+# ---------------------------------------------------------------- plots
+
+def test_plot_repeats_draws_points_median_and_mean():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpucourse.timing import BenchmarkResult, plot_repeats
+    result = BenchmarkResult((0.01, 0.01, 0.2), warmup=0)
+    fig = plot_repeats([(result, "a"), (result, "b")])
+    assert len(fig.axes) == 2
+    lines = fig.axes[0].get_lines()
+    assert list(lines[0].get_ydata()) == pytest.approx([10, 10, 200])
+    assert lines[1].get_ydata()[0] == pytest.approx(10) and lines[2].get_ydata()[0] == pytest.approx(220 / 3)
+    plt.close(fig)
+
+
+def test_plot_matmul_sweep_rates_and_peaks():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpucourse.timing import plot_matmul_sweep
+    fig = plot_matmul_sweep([2, 4], {"cpu": [2e-9, 8e-9]}, peaks={"peak": 100e9}, panels=("log-log", "rate"))
+    assert len(fig.axes) == 2
+    rate_lines = fig.axes[1].get_lines()
+    assert list(rate_lines[0].get_ydata()) == pytest.approx([8.0, 16.0])  # 2 n^3 / t / 1e9
+    assert rate_lines[1].get_ydata()[0] == pytest.approx(100.0)
+    assert fig.axes[0].get_xscale() == "log"
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("args, kwargs, error", [
+    (([], {"a": []}), {}, TypeError),
+    (([2, 4], {"a": [1.0]}), {}, ValueError),
+    (([2, 4], {"a": [1.0, -1.0]}), {}, ValueError),
+    (([2, 4], {"a": [1.0, 1.0]}), {"panels": ("pie",)}, ValueError),
+    (([2, 4], {"a": [1.0, 1.0]}), {"peaks": [1.0]}, TypeError),
+], ids=str)
+def test_plot_matmul_sweep_rejects_bad_arguments(args, kwargs, error):
+    from gpucourse.timing import plot_matmul_sweep
+    with pytest.raises(error):
+        plot_matmul_sweep(*args, **kwargs)
+
+
+def test_plot_repeats_rejects_bad_arguments():
+    from gpucourse.timing import plot_repeats
+    with pytest.raises(TypeError, match="results"):
+        plot_repeats([(1.0, "x")])

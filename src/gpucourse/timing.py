@@ -238,3 +238,123 @@ def plausibility(flops_per_s: float, peak_flops: float, *, floor: float = 0.01, 
         raise ValueError(f"floor must be a fraction of the peak below 1 (e.g. 0.01), got {floor}")
     return RateCheck(flops_per_s=flops_per_s, peak_flops=peak_flops, floor=floor,
                      margin=non_negative_number("margin", margin))
+
+
+# --------------------------------------------------------------------------- a quiet import of torch's Timer
+
+NO_CUDA_RUNTIME_MESSAGE = "No CUDA runtime is found"
+"""Start of the line a CUDA build of torch writes when torch.utils.cpp_extension is imported without a GPU."""
+
+
+class _DropMessage:
+    """A logging filter dropping records whose message starts with ``prefix`` (and nothing else)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def import_torch_timer():
+    """Return ``torch.utils.benchmark.Timer``, imported without torch's known "No CUDA runtime is found" line.
+
+    A CUDA build of torch on a machine without a GPU (Colab's CPU runtime) logs that line to stderr when
+    ``torch.utils.cpp_extension`` is first imported (older versions print it). Only that line is dropped: any other
+    output of the import is passed on to stderr unchanged.
+    """
+    import contextlib
+    import io
+    import logging
+    import sys
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    drop = _DropMessage(NO_CUDA_RUNTIME_MESSAGE)
+    logger.addFilter(drop)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            from torch.utils.benchmark import Timer
+    finally:
+        logger.removeFilter(drop)
+        passed_on = [line for line in captured.getvalue().splitlines(keepends=True)
+                     if not line.startswith(NO_CUDA_RUNTIME_MESSAGE)]
+        sys.stderr.write("".join(passed_on))
+    return Timer
+
+
+# --------------------------------------------------------------------------- plots of timings
+
+MATMUL_PANELS = ("time", "log-log", "rate")
+"""Panels of :func:`plot_matmul_sweep`: time on linear axes, time on log-log axes, GFLOP/s = 2 n^3 / time."""
+
+
+def plot_repeats(results: list[tuple[BenchmarkResult, str]]):
+    """One panel per (result, title): every repeat's time, with the median (solid) and the mean (dashed); the figure."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(results, list) or not results:
+        raise TypeError("results must be a non-empty list of (BenchmarkResult, title) pairs")
+    for item in results:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], BenchmarkResult)
+                and isinstance(item[1], str)):
+            raise TypeError(f"results must hold (BenchmarkResult, title) pairs, got {item!r}")
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.5), squeeze=False)
+    for ax, (result, title) in zip(axes[0], results):
+        ax.plot(range(1, len(result.times_s) + 1), [t * 1e3 for t in result.times_s], "o", markersize=4)
+        ax.axhline(result.median_s * 1e3, color="green", label=f"median {result.median_s * 1e3:.3g} ms")
+        ax.axhline(result.mean_s * 1e3, color="red", linestyle="--", label=f"mean {result.mean_s * 1e3:.3g} ms")
+        ax.set_xlabel("repeat")
+        ax.set_ylabel("time (ms)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_matmul_sweep(sizes: list[int], times_by_label: dict[str, list[float]], *,
+                      peaks: dict[str, float] | None = None, panels: tuple[str, ...] = MATMUL_PANELS,
+                      title: str = ""):
+    """Times of n x n matmuls (one line per label) on the chosen panels; ``peaks`` (label -> FLOP/s) on the rate panel."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(sizes, list) or not sizes:
+        raise TypeError("sizes must be a non-empty list of matrix sizes")
+    sizes = [positive_int("sizes", n) for n in sizes]
+    if not isinstance(times_by_label, dict) or not times_by_label:
+        raise TypeError("times_by_label must be a non-empty dict: label -> list of seconds, one per size")
+    for label, times in times_by_label.items():
+        if not isinstance(times, list) or len(times) != len(sizes):
+            raise ValueError(f"times_by_label[{label!r}] must be a list of {len(sizes)} times, one per size")
+        for t in times:
+            positive_number("times_by_label", t)
+    peaks = {} if peaks is None else peaks
+    if not isinstance(peaks, dict):
+        raise TypeError(f"peaks must be a dict label -> FLOP/s, got {type(peaks).__name__}")
+    for value in peaks.values():
+        positive_number("peaks", value)
+    if not isinstance(panels, tuple) or not panels:
+        raise TypeError(f"panels must be a non-empty tuple of {MATMUL_PANELS}")
+    for panel in panels:
+        one_of("panels", panel, MATMUL_PANELS)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for label, times in times_by_label.items():
+            values = [2 * n**3 / t / 1e9 for n, t in zip(sizes, times)] if panel == "rate" else [t * 1e3 for t in times]
+            ax.plot(sizes, values, "o-", label=label)
+        if panel != "time":
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+        if panel == "rate":
+            for (label, peak), style in zip(peaks.items(), ("--", ":", "-.", (0, (5, 5)))):
+                ax.axhline(peak / 1e9, color="grey", linestyle=style, label=label)
+            ax.legend(fontsize=8)
+        ax.set_title({"time": "time, linear axes", "log-log": "time, log-log axes",
+                      "rate": "rate: GFLOP/s = 2n³ / time"}[panel], fontsize=10)
+        ax.set_xlabel("n (matrices n x n)")
+        ax.set_ylabel("GFLOP/s" if panel == "rate" else "time per matmul (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig

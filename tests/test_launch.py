@@ -90,3 +90,20 @@ def test_plot_timeline_draws_kernels_and_launches():
     sim.synchronize()
     ax = launch.plot_timeline(sim)
     assert len(ax.collections) == 2
+
+
+def test_time_per_call_divides_by_the_calls_and_syncs():
+    counter = {"calls": 0, "syncs": 0}
+
+    def fn():
+        counter["calls"] += 1
+
+    def sync():
+        counter["syncs"] += 1
+
+    seconds = launch.time_per_call(fn, calls=10, repeats=3, sync=sync)
+    assert seconds >= 0 and counter["calls"] == 50 and counter["syncs"] >= 3
+    with pytest.raises(TypeError, match="fn"):
+        launch.time_per_call(3)
+    with pytest.raises(ValueError, match="calls"):
+        launch.time_per_call(fn, calls=0)

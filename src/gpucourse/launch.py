@@ -21,11 +21,12 @@ It models one stream (kernels run one at a time, in launch order) and a host tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_number, positive_int, positive_number
 from gpucourse.monitor import busy_fraction
+from gpucourse.timing import benchmark
 
 
 def _kernel_times(name: str, kernel_s: object) -> list[float]:
@@ -163,4 +164,20 @@ def plot_timeline(sim: LaunchSimulator, ax=None, title: str = ""):
     return ax
 
 
-__all__ = ["KernelRun", "LaunchSimulator", "elementwise_kernels", "measure_step_s", "plot_timeline"]
+def time_per_call(fn: Callable[[], object], *, calls: int = 100, repeats: int = 7,
+                  sync: Callable[[], None] | None = None) -> float:
+    """Median seconds per call of ``fn``: each timed repeat makes ``calls`` calls, then ``sync()`` (pass a device's
+    sync on a GPU, so queued kernels are counted); two warm-up repeats first. Many calls per repeat keep
+    microsecond-scale calls above the clock's resolution."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    calls = positive_int("calls", calls)
+
+    def many() -> None:
+        for _ in range(calls):
+            fn()
+
+    return benchmark(many, warmup=2, repeats=positive_int("repeats", repeats), sync=sync).median_s / calls
+
+
+__all__ = ["KernelRun", "LaunchSimulator", "elementwise_kernels", "measure_step_s", "plot_timeline", "time_per_call"]

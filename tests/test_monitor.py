@@ -267,3 +267,64 @@ def test_gpu_sampler_sees_a_busy_gpu():
             a @ a
             torch.cuda.synchronize()
     assert sampler.summary()["gpu_util"].maximum > 50
+
+
+# --------------------------------------------------------------------------- tables, profiles and traces
+
+def test_markdown_table_and_bad_rows():
+    assert monitor.markdown_table(["a", "b"], [[1, 2]]).splitlines() == ["| a | b |", "| --- | --- |", "| 1 | 2 |"]
+    with pytest.raises(ValueError, match=r"rows\[0\]"):
+        monitor.markdown_table(["a", "b"], [[1]])
+    with pytest.raises(TypeError, match="header"):
+        monitor.markdown_table("ab", [])
+
+
+def test_profile_table_is_narrow_and_drops_the_device_column_on_a_cpu():
+    rows = [{"name": "x" * 100, "calls": 3, "self_cpu_us": 1000.0, "cpu_total_us": 5000.0, "device_total_us": 0.0},
+            {"name": "data", "calls": 1, "self_cpu_us": 10.0, "cpu_total_us": 9000.0, "device_total_us": 0.0}]
+    text = monitor.profile_table(rows, name_width=30)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "device" not in lines[0]
+    assert lines[2].startswith("data")
+    rows[0]["device_total_us"] = 7.0
+    assert "device total ms" in monitor.profile_table(rows)
+    with pytest.raises(ValueError, match="sort_by"):
+        monitor.profile_table(rows, sort_by="nope")
+
+
+def test_quiet_profiler_warning_drops_only_that_warning():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with monitor.quiet_profiler_warning():
+            warnings.warn(monitor.PROFILER_CYCLE_WARNING + ". Only events ...", UserWarning)
+            warnings.warn("something else", UserWarning)
+    assert [str(w.message) for w in caught] == ["something else"]
+
+
+def test_busy_fraction_merges_overlapping_intervals():
+    assert monitor.busy_fraction([(0, 1), (0.5, 2), (3, 4)], 0, 4) == pytest.approx(0.75)
+    assert monitor.merged_intervals([(3, 4), (0, 1), (1, 2)]) == [(0.0, 2.0), (3.0, 4.0)]
+    with pytest.raises(ValueError, match="end > start"):
+        monitor.busy_fraction([], 1, 1)
+
+
+def test_summarize_trace_reads_kernels_and_gaps(tmp_path):
+    import json
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 50},
+              {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 10, "dur": 20},
+              {"ph": "X", "cat": "kernel", "name": "relu", "ts": 70, "dur": 10},
+              {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "ts": 0, "dur": 100}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    summary = monitor.summarize_trace(path)
+    assert summary.top[0][0] == "aten::mm" and summary.events == 3
+    assert summary.device_busy == pytest.approx(30 / 70) and summary.gaps == [(0.03, 0.04)]
+    assert "busy 43%" in str(summary)
+    cpu_only = tmp_path / "cpu.json"
+    cpu_only.write_text(json.dumps({"traceEvents": events[:1]}))
+    assert monitor.summarize_trace(cpu_only).device_busy is None
+    with pytest.raises(ValueError, match="no trace file"):
+        monitor.summarize_trace(tmp_path / "absent.json")

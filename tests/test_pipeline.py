@@ -368,3 +368,59 @@ def test_batch_size_sweep_on_a_gpu_reads_cuda_memory():
     points = batch_size_sweep([64, 1024], device="cuda", rounds=1, progress=False)
     assert all("max_memory_allocated" in p.memory_source for p in points)
     assert points[0].memory_bytes < points[1].memory_bytes
+
+
+# --------------------------------------------------------------------------- helpers of the lesson's later sections
+
+def test_slow_images_count_their_reads():
+    data = SlowImages(n=5, decode_s=0.0)
+    data[0], data[3]
+    assert data.reads == 2 and data.instant().reads == 0
+
+
+def test_stage_times_take_the_larger_clock_and_name_missing_stages():
+    rows = [{"name": "a", "cpu_total_us": 10.0, "device_total_us": 30.0},
+            {"name": "b", "cpu_total_us": 20.0, "device_total_us": 0.0}]
+    assert pipeline.stage_times(rows, ("a", "b")) == {"a": 30.0, "b": 20.0}
+    with pytest.raises(ValueError, match="c"):
+        pipeline.stage_times(rows, ("a", "c"))
+    with pytest.raises(TypeError, match="stages"):
+        pipeline.stage_times(rows, "ab")
+
+
+def test_loop_rate_serial_and_overlapped():
+    assert pipeline.loop_rate(1000.0, 3000.0, False) == pytest.approx(750.0)
+    assert pipeline.loop_rate(1000.0, 3000.0, True) == 1000.0
+    with pytest.raises(ValueError, match="loader_sps"):
+        pipeline.loop_rate(0, 1.0, True)
+    with pytest.raises(TypeError, match="overlap"):
+        pipeline.loop_rate(1.0, 1.0, 1)
+
+
+def test_saturation_batch_is_the_smallest_size_near_the_best():
+    assert pipeline.saturation_batch([64, 8, 16, 32], [95, 10, 50, 91], 0.9) == 32
+    with pytest.raises(ValueError, match="same length"):
+        pipeline.saturation_batch([1, 2], [1.0])
+
+
+def test_plot_sweep_marks_the_saturation_point():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    points = [pipeline.SweepPoint(b, 1.0, r, 1024 * b, "test") for b, r in [(8, 10.0), (16, 19.0), (32, 20.0)]]
+    fig = pipeline.plot_sweep(points, device="cpu")
+    assert "batch 16" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    with pytest.raises(TypeError, match="points"):
+        pipeline.plot_sweep([1, 2])
+
+
+def test_tf_pipeline_caches_and_reshuffles():
+    pytest.importorskip("tensorflow")
+    data = SlowImages(n=40, shape=(1, 4, 4), decode_s=0.0, seed=1)
+    decode = pipeline.tf_slow_decode(0.0)
+    dataset = pipeline.tf_pipeline(data.raw, data.labels, decode, 16, cache=True, shuffle=True)
+    epochs = [np.concatenate([np.asarray(y) for _, y in dataset]) for _ in range(3)]
+    assert all(sorted(e.tolist()) == sorted(data.labels.tolist()) for e in epochs)
+    assert decode.counter.count == 40
+    with pytest.raises(TypeError, match="decode"):
+        pipeline.tf_pipeline(data.raw, data.labels, 3, 16)

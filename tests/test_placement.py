@@ -312,3 +312,63 @@ def test_the_picked_gpu_is_tensorflows_first_gpu():
 def test_memory_growth_is_on_for_every_gpu(children):
     first = json.loads(_result(children["fresh"]))["first"]
     assert first["gpus"] and first["growth"] == [True] * len(first["gpus"])
+
+
+# --------------------------------------------------------------------------- moving batches, transfer times, layouts
+
+def test_move_batch_moves_every_tensor_and_keeps_container_types():
+    import collections
+
+    torch = pytest.importorskip("torch")
+    Pair = collections.namedtuple("Pair", "a b")
+    array = object()
+    batch = {"x": [torch.ones(2), (torch.zeros(1), "name")], 3: Pair(torch.ones(1), array), "n": 5}
+    moved = placement.move_batch(batch, "meta")
+    assert list(moved) == ["x", 3, "n"] and type(moved["x"]) is list and type(moved["x"][1]) is tuple
+    assert moved["x"][0].device.type == "meta" and moved["x"][1][0].device.type == "meta"
+    assert type(moved[3]) is Pair and moved[3].a.device.type == "meta" and moved[3].b is array
+    assert moved["n"] == 5 and batch["x"][0].device.type == "cpu"
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"device": 3}, TypeError, "device"),
+    ({"device": "cpu", "non_blocking": 1}, TypeError, "non_blocking"),
+])
+def test_move_batch_rejects_bad_arguments_by_name(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        placement.move_batch([], **kwargs)
+
+
+def test_transfer_seconds_is_latency_plus_bytes_over_bandwidth():
+    assert placement.transfer_seconds(4_000_000, 16e9) == pytest.approx(2.5e-4, rel=1e-12)
+    assert placement.transfer_seconds(0, 1e9, latency_s=7e-6) == pytest.approx(7e-6, rel=1e-12)
+    with pytest.raises(ValueError, match="bytes_per_s"):
+        placement.transfer_seconds(10, 0)
+    with pytest.raises(ValueError, match="nbytes"):
+        placement.transfer_seconds(-1, 1e9)
+
+
+@pytest.mark.parametrize("name, short", [("/GPU:0", "GPU:0"), ("/device:CPU:1", "CPU:1"), ("/cpu:0", "CPU:0"),
+                                         ("/job:localhost/replica:0/task:0/device:GPU:3", "GPU:3")])
+def test_short_tf_device_spellings(name, short):
+    pytest.importorskip("tensorflow")
+    assert placement.short_tf_device(name) == short
+
+
+def test_short_tf_device_rejects_names_without_a_device():
+    pytest.importorskip("tensorflow")
+    with pytest.raises(ValueError, match="name"):
+        placement.short_tf_device("/job:localhost")
+    with pytest.raises(TypeError, match="name"):
+        placement.short_tf_device(None)
+
+
+def test_keras_weights_transposes_kernels_and_skips_missing_biases():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5, bias=False), torch.nn.ReLU(),
+                                torch.nn.Sequential(torch.nn.Linear(5, 2)))
+    weights = placement.keras_weights(model)
+    assert [w.shape for w in weights] == [(3, 5), (5, 2), (2,)]
+    assert (weights[0] == model[0].weight.detach().numpy().T).all()
+    with pytest.raises(TypeError, match="model"):
+        placement.keras_weights([1, 2])

@@ -15,14 +15,18 @@ NVML (``pynvml``, from the ``nvidia-ml-py`` package) and torch are imported only
 
 from __future__ import annotations
 
+import contextlib
+import json
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from gpucourse._validate import positive_number
+from gpucourse._validate import positive_int, positive_number
 
 GIB = 2**30
 
@@ -506,5 +510,214 @@ class Sampler:
         return "\n".join(str(item) for item in summary.values())
 
 
-__all__ = ["CPU_METRICS", "NVML_METRICS", "WHAT_A_GPU_ADDS", "Metric", "MetricSummary", "Sampler", "Snapshot",
-           "nvml_available", "snapshot", "summarise"]
+def plot_runs(runs: dict, key: str | None = None):
+    """One line per labelled :class:`Sampler` run of metric ``key`` (default: NVML's GPU utilisation where it was
+    read, else this process's CPU), with each run's mean in the legend; returns the figure."""
+    if not isinstance(runs, dict) or not runs or not all(isinstance(run, Sampler) for run in runs.values()):
+        raise TypeError("runs must be a non-empty dict {label: Sampler}")
+    if any(not run.samples for run in runs.values()):
+        raise ValueError("runs: every Sampler must have taken at least one sample")
+    first = next(iter(runs.values())).samples[0]
+    if key is None:
+        key = "gpu_util" if "gpu_util" in first else "process_cpu"
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for label, run in runs.items():
+        seconds, values = run.series(key)
+        summary = run.summary()
+        ax.plot(seconds, values, marker="o",
+                label=f"{label}: mean {summary[key].mean:.0f} {first[key].unit}" if key in summary else label)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel(f"{first[key].label}, {first[key].unit}", fontsize=8)
+    ax.set_title(f"Measured on this machine [{first[key].source}]", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- tables
+
+def markdown_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """Rows as a Markdown table (every row as long as the header)."""
+    if isinstance(header, (str, bytes)) or not isinstance(header, Sequence) or not header:
+        raise TypeError(f"header must be a non-empty list of column titles, got {header!r}")
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
+        raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
+    for index, row in enumerate(rows):
+        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != len(header):
+            raise ValueError(f"rows[{index}] must be a list of {len(header)} values (one per column), got {row!r}")
+    lines = ["| " + " | ".join(str(title) for title in header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def show_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> None:
+    """Display rows as a Markdown table in a notebook (printed as text elsewhere)."""
+    text = markdown_table(header, rows)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        print(text)
+        return
+    if get_ipython() is None:
+        print(text)
+    else:
+        display(Markdown(text))
+
+
+# --------------------------------------------------------------------------- the PyTorch profiler, read narrowly
+
+PROFILER_CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
+"""The start of a UserWarning some torch versions (2.11, for one) emit when a profiler starts; harmless here."""
+
+
+@contextlib.contextmanager
+def quiet_profiler_warning() -> Iterator[None]:
+    """Inside this block, drop torch.profiler's one known "Profiler clears events ..." warning; every other
+    warning and every other line on stderr still gets through."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PROFILER_CYCLE_WARNING, category=UserWarning)
+        yield
+
+
+_PROFILE_COLUMNS = (("calls", "calls", "{:,d}"), ("self_cpu_us", "self CPU ms", "{:,.2f}"),
+                    ("cpu_total_us", "CPU total ms", "{:,.2f}"), ("device_total_us", "device total ms", "{:,.2f}"))
+
+
+def _short_name(name: str, width: int) -> str:
+    """``name`` cut to ``width`` characters, with an ellipsis where it was cut."""
+    return name if len(name) <= width else name[:width - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+def profile_table(rows: object, *, row_limit: int = 12, name_width: int = 40, sort_by: str = "cpu_total_us") -> str:
+    """A narrow text table (about 80 columns) of profiler rows: name, calls, self CPU, CPU total and, where any row
+    has device time, device total, in milliseconds; the ``row_limit`` largest by ``sort_by``.
+
+    ``rows`` is a finished ``torch.profiler.profile`` or the list of dicts that ``pipeline.profile_rows`` returns.
+    """
+    if callable(getattr(rows, "key_averages", None)):
+        from gpucourse.pipeline import profile_rows
+
+        rows = profile_rows(rows)
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise TypeError("rows must be a finished torch.profiler.profile or a list of dicts from pipeline.profile_rows")
+    keys = {key for key, _, _ in _PROFILE_COLUMNS}
+    if sort_by not in keys:
+        raise ValueError(f"sort_by must be one of {sorted(keys)}, got {sort_by!r}")
+    row_limit, name_width = positive_int("row_limit", row_limit), positive_int("name_width", name_width)
+    missing = [row for row in rows if not {"name", *keys} <= set(row)]
+    if missing:
+        raise ValueError(f"every row needs the keys name, {', '.join(sorted(keys))}; this one does not: {missing[0]}")
+    columns = [c for c in _PROFILE_COLUMNS if c[0] != "device_total_us" or any(r["device_total_us"] for r in rows)]
+    chosen = sorted(rows, key=lambda row: row[sort_by], reverse=True)[:row_limit]
+    cells = [[_short_name(str(row["name"]), name_width)]
+             + [fmt.format(row[key] if key == "calls" else row[key] / 1e3) for key, _, fmt in columns]
+             for row in chosen]
+    header = ["name"] + [title for _, title, _ in columns]
+    widths = [max(len(str(line[i])) for line in [header] + cells) for i in range(len(header))]
+    lines = ["  ".join(str(value).ljust(widths[0]) if i == 0 else str(value).rjust(widths[i])
+                       for i, value in enumerate(line)) for line in [header] + cells]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- reading a trace file
+
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+"""Chrome-trace categories of work done on the GPU itself (in a torch.profiler trace)."""
+
+
+def merged_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted, non-overlapping (start, end) intervals covering the same time as ``intervals``."""
+    merged: list[list[float]] = []
+    for start, end in sorted((float(a), float(b)) for a, b in intervals):
+        if end < start:
+            raise ValueError(f"an interval ends before it starts: ({start}, {end})")
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def busy_fraction(intervals: Iterable[tuple[float, float]], start: float, end: float) -> float:
+    """Share of the window [start, end] during which at least one interval is running: how NVML defines a GPU's
+    "utilisation" (the share of the sample period in which at least one kernel ran)."""
+    start, end = float(start), float(end)
+    if not end > start:
+        raise ValueError(f"the window must have end > start, got start={start}, end={end}")
+    busy = sum(max(0.0, min(b, end) - max(a, start)) for a, b in merged_intervals(intervals))
+    return busy / (end - start)
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """What a torch.profiler Chrome trace holds, read the way an engineer reads the timeline.
+
+    ``top``: (name, category, calls, total ms) of the events with the most total time; ``device_busy``: share of the
+    device's window during which a kernel or copy ran (None without GPU events); ``gaps``: the longest idle
+    stretches between device events, (start ms from the trace's first event, length ms).
+    """
+
+    path: str
+    events: int
+    top: list[tuple[str, str, int, float]]
+    device_events: int
+    device_window_ms: float
+    device_busy: float | None
+    gaps: list[tuple[float, float]]
+
+    def __str__(self) -> str:
+        lines = [f"{self.path}: {self.events:,} events", "largest total time (name, category, calls, ms):"]
+        width = max([len(name) for name, *_ in self.top] + [10])
+        lines += [f"  {name:<{width}}  {category:<15} {calls:>6,d} {ms:>10,.2f}" for name, category, calls, ms in self.top]
+        if self.device_busy is None:
+            lines.append("no GPU kernels in this trace (a CPU-only run): on a GPU the kernels and copies appear on "
+                         "their own rows, and the gaps between them are the GPU's idle time")
+        else:
+            lines.append(f"GPU: {self.device_events:,} kernels and copies over {self.device_window_ms:,.2f} ms, busy "
+                         f"{self.device_busy:.0%} of that window (what nvidia-smi's utilisation would report)")
+            lines += [f"  idle gap of {length:,.3f} ms at {at:,.2f} ms" for at, length in self.gaps]
+        return "\n".join(lines)
+
+
+def summarize_trace(path: object, top: int = 8, gaps: int = 3) -> TraceSummary:
+    """Read a Chrome trace written by ``prof.export_chrome_trace(path)``: the events with the most total time and,
+    where the trace has GPU events, how busy the GPU was and its longest idle gaps."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or a pathlib.Path, got {type(path).__name__}")
+    top, gaps = positive_int("top", top), positive_int("gaps", gaps)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"path: no trace file at {path}; write one with prof.export_chrome_trace(path)") from None
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e and "ts" in e
+             and e.get("cat") != "Trace"]  # "Trace": the profiler's own span around everything
+    totals: dict[tuple[str, str], list[float]] = {}
+    for event in spans:
+        entry = totals.setdefault((str(event.get("name", "?")), str(event.get("cat", "?"))), [0, 0.0])
+        entry[0] += 1
+        entry[1] += float(event["dur"])
+    ranked = sorted(totals.items(), key=lambda item: item[1][1], reverse=True)[:top]
+    top_rows = [(name, category, int(calls), us / 1e3) for (name, category), (calls, us) in ranked]
+    device = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in spans
+              if str(e.get("cat", "")).lower() in DEVICE_CATEGORIES]
+    if not device:
+        return TraceSummary(str(path), len(spans), top_rows, 0, 0.0, None, [])
+    first = min(float(e["ts"]) for e in spans)
+    merged = merged_intervals(device)
+    window = (merged[0][0], merged[-1][1])
+    idle = sorted(((a_end, b_start - a_end) for (_, a_end), (b_start, _) in zip(merged, merged[1:])),
+                  key=lambda gap: gap[1], reverse=True)[:gaps]
+    busy = busy_fraction(merged, *window) if window[1] > window[0] else 1.0
+    return TraceSummary(str(path), len(spans), top_rows, len(device), (window[1] - window[0]) / 1e3, busy,
+                        [((at - first) / 1e3, length / 1e3) for at, length in idle])
+
+
+__all__ = ["CPU_METRICS", "DEVICE_CATEGORIES", "NVML_METRICS", "PROFILER_CYCLE_WARNING", "WHAT_A_GPU_ADDS", "Metric",
+           "MetricSummary", "Sampler", "Snapshot", "TraceSummary", "busy_fraction", "markdown_table", "merged_intervals",
+           "nvml_available", "plot_runs", "profile_table", "quiet_profiler_warning", "show_table", "snapshot", "summarise",
+           "summarize_trace"]

@@ -81,6 +81,7 @@ class SlowImages(Dataset):
         self.labels = rng.integers(0, self.classes, size=self.n).astype(np.int64)
         noise = rng.normal(0.0, 40.0, size=(self.n, *self.shape))
         self.raw = np.clip(patterns[self.labels] + noise, 0, 255).astype(np.uint8)
+        self.reads = 0  # items decoded through dataset[i] in this process (DataLoader workers count in their own)
 
     def __len__(self) -> int:
         return self.n
@@ -90,6 +91,7 @@ class SlowImages(Dataset):
             raise TypeError(f"index must be an int, got {type(index).__name__} ({index!r})")
         if not -self.n <= index < self.n:
             raise IndexError(f"index {index} out of range for a dataset of {self.n} items")
+        self.reads += 1
         return self.decode(self.raw[index]), int(self.labels[index])
 
     def decode(self, raw: np.ndarray) -> torch.Tensor:
@@ -301,6 +303,30 @@ def profile_rows(prof) -> list[dict]:
     return sorted(rows, key=lambda row: row["cpu_total_us"], reverse=True)
 
 
+def stage_times(rows: list[dict], stages: Sequence[str] = STAGES) -> dict[str, float]:
+    """Each stage's time in microseconds from profiler rows: the larger of its CPU total and its device total (on a
+    GPU a stage's CPU time is only the cost of launching its kernels). ValueError names a stage without a row."""
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise TypeError("rows must be a list of dicts, as pipeline.profile_rows returns")
+    if isinstance(stages, (str, bytes)) or not isinstance(stages, Sequence) or not stages:
+        raise TypeError(f"stages must be a non-empty list of stage names, got {stages!r}")
+    by_name = {row.get("name"): row for row in rows}
+    missing = [stage for stage in stages if stage not in by_name]
+    if missing:
+        raise ValueError(f"stages: no profiler row for {missing}")
+    return {stage: max(float(by_name[stage]["cpu_total_us"]), float(by_name[stage]["device_total_us"]))
+            for stage in stages}
+
+
+def loop_rate(loader_sps: float, compute_sps: float, overlap: bool) -> float:
+    """Samples/s of a loop whose loader alone delivers ``loader_sps`` and whose compute alone handles
+    ``compute_sps``: 1 / (1/L + 1/C) when they take turns, min(L, C) when they overlap."""
+    loader_sps, compute_sps = positive_number("loader_sps", loader_sps), positive_number("compute_sps", compute_sps)
+    if not isinstance(overlap, bool):
+        raise TypeError(f"overlap must be True or False, got {type(overlap).__name__} ({overlap!r})")
+    return float(min(loader_sps, compute_sps)) if overlap else 1.0 / (1.0 / loader_sps + 1.0 / compute_sps)
+
+
 # --------------------------------------------------------------------------- batch size vs throughput and memory
 
 @dataclass(frozen=True)
@@ -409,6 +435,40 @@ def batch_size_sweep(batch_sizes: Sequence[int], *, shape: Sequence[int] = (1, 2
     return points
 
 
+def saturation_batch(batch_sizes: Sequence[int], samples_per_s: Sequence[float], fraction: float = 0.9) -> int:
+    """The smallest batch size whose throughput is at least ``fraction`` x the best measured (pairs in any order)."""
+    if len(batch_sizes) == 0 or len(batch_sizes) != len(samples_per_s):
+        raise ValueError("batch_sizes and samples_per_s must be non-empty and of the same length")
+    fraction = positive_number("fraction", fraction)
+    best = max(samples_per_s)
+    return int(min(size for size, rate in zip(batch_sizes, samples_per_s) if rate >= fraction * best))
+
+
+def plot_sweep(points: Sequence[SweepPoint], fraction: float = 0.9, device: object = ""):
+    """Throughput and memory against batch size, side by side, with the saturation point marked; returns the figure."""
+    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or not points or \
+            not all(isinstance(point, SweepPoint) for point in points):
+        raise TypeError("points must be a non-empty list of SweepPoint, as batch_size_sweep returns")
+    import matplotlib.pyplot as plt
+
+    sizes = [point.batch_size for point in points]
+    rates = [point.samples_per_s for point in points]
+    knee = saturation_batch(sizes, rates, fraction)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    left.plot(sizes, rates, marker="o")
+    left.axvline(knee, color="grey", ls=":", label=f"{fraction:.0%} of the best from batch {knee}")
+    left.set(xlabel="batch size", ylabel="samples/s (compute alone)", title=f"Throughput, measured on {device}")
+    left.legend(fontsize=8)
+    right.plot(sizes, [point.memory_bytes / 2**20 for point in points], marker="o", color="tab:orange")
+    right.set(xlabel="batch size", ylabel="MiB", title="Memory of a training step")
+    right.annotate(points[0].memory_source, (0.02, 0.92), xycoords="axes fraction", fontsize=7)
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 # --------------------------------------------------------------------------- tf.data
 
 class CallCounter:
@@ -455,6 +515,32 @@ def tf_slow_decode(decode_s: float = 0.001) -> Callable:
     return decode
 
 
+def tf_pipeline(images: np.ndarray, labels: np.ndarray, decode: Callable, batch_size: int, *, parallel: bool = True,
+                cache: bool = False, shuffle: bool = False, seed: int | None = None):
+    """A ``tf.data`` input pipeline over undecoded ``images``: map ``decode`` (in parallel with AUTOTUNE when
+    ``parallel``), then ``cache()`` the decoded elements, ``shuffle`` the whole set anew every epoch, batch, and
+    prefetch (AUTOTUNE) when ``parallel``, in that order."""
+    batch_size = positive_int("batch_size", batch_size)
+    if not callable(decode):
+        raise TypeError(f"decode must be a map function (image, label) -> (x, label), got {type(decode).__name__}")
+    for name, flag in (("parallel", parallel), ("cache", cache), ("shuffle", shuffle)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {type(flag).__name__} ({flag!r})")
+    if len(images) != len(labels) or len(images) == 0:
+        raise ValueError(f"images and labels must be non-empty and as long as each other, got {len(images)} and "
+                         f"{len(labels)}")
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
+    if cache:
+        dataset = dataset.cache()
+    if shuffle:
+        dataset = dataset.shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.batch(batch_size)
+    return dataset.prefetch(tf.data.AUTOTUNE) if parallel else dataset
+
+
 __all__ = ["MEAN", "STD", "STAGES", "CallCounter", "SlowImages", "SweepPoint", "Throughput", "TrainStep", "batch_size_sweep",
-           "batched_loader", "measure", "preprocess_once", "profile_rows", "saved_activation_bytes",
-           "tf_slow_decode", "tiny_model"]
+           "batched_loader", "loop_rate", "measure", "plot_sweep", "preprocess_once", "profile_rows",
+           "saturation_batch", "saved_activation_bytes", "stage_times", "tf_pipeline", "tf_slow_decode", "tiny_model"]

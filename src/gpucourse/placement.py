@@ -17,7 +17,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpucourse._validate import positive_int, positive_number
+from gpucourse._validate import non_negative_int, non_negative_number, positive_int, positive_number
 from gpucourse.timing import benchmark, sync_for
 
 
@@ -286,5 +286,66 @@ def measure_transfer_bandwidth(nbytes: int, pinned: bool = False, device: object
                                non_blocking=non_blocking, repeats=repeats)
 
 
-__all__ = ["PCIE_SPECS", "TensorFlowSetup", "TransferMeasurement", "configure_tensorflow", "measure_transfer_bandwidth",
-           "tf_device_name", "tf_placement_log"]
+# --------------------------------------------------------------------------- moving batches, transfer times
+
+def move_batch(batch: object, device: object, non_blocking: bool = False) -> object:
+    """A copy of ``batch`` with every tensor moved to ``device``, however deeply nested in dicts, lists, tuples and
+    named tuples (which keep their types); anything else comes back as the very same object."""
+    import torch
+
+    if not isinstance(non_blocking, bool):
+        raise TypeError(f"non_blocking must be True or False, got {type(non_blocking).__name__} ({non_blocking!r})")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a torch.device or a str such as 'cpu', got {type(device).__name__}")
+
+    def move(item: object) -> object:
+        if isinstance(item, torch.Tensor):
+            return item.to(device, non_blocking=non_blocking)
+        if isinstance(item, dict):
+            return {key: move(value) for key, value in item.items()}
+        if isinstance(item, tuple) and hasattr(item, "_fields"):
+            return type(item)(*(move(value) for value in item))
+        if isinstance(item, (list, tuple)):
+            return type(item)(move(value) for value in item)
+        return item
+
+    return move(batch)
+
+
+def transfer_seconds(nbytes: int, bytes_per_s: float, latency_s: float = 0.0) -> float:
+    """Best-case seconds to send ``nbytes`` over a link of ``bytes_per_s``, plus a fixed ``latency_s`` per copy."""
+    nbytes = non_negative_int("nbytes", nbytes)
+    return non_negative_number("latency_s", latency_s) + nbytes / positive_number("bytes_per_s", bytes_per_s)
+
+
+def short_tf_device(name: str) -> str:
+    """TensorFlow's device name in its short form 'TYPE:index' ('/job:localhost/.../device:GPU:0' -> 'GPU:0')."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str such as '/GPU:0', got {name!r}")
+    import tensorflow as tf
+
+    spec = tf.DeviceSpec.from_string(name)
+    if spec.device_type is None or spec.device_index is None:
+        raise ValueError(f"name must name a device type and index, such as '/GPU:0' or '/device:CPU:1', got {name!r}")
+    return f"{spec.device_type.upper()}:{spec.device_index}"
+
+
+def keras_weights(model: object) -> list:
+    """The weights of every ``nn.Linear`` in a PyTorch model, in the order Keras' Dense layers expect them:
+    [kernel (inputs, outputs), bias, ...] as float numpy arrays (a bias only where the layer has one)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    weights = []
+    for layer in model.modules():
+        if isinstance(layer, torch.nn.Linear):
+            weights.append(layer.weight.detach().cpu().numpy().T)  # PyTorch (out, in) -> Keras (in, out)
+            if layer.bias is not None:
+                weights.append(layer.bias.detach().cpu().numpy())
+    return weights
+
+
+__all__ = ["PCIE_SPECS", "TensorFlowSetup", "TransferMeasurement", "configure_tensorflow", "keras_weights",
+           "measure_transfer_bandwidth", "move_batch", "short_tf_device", "tf_device_name", "tf_placement_log",
+           "transfer_seconds"]

@@ -903,7 +903,7 @@ def run_ring(worker: Callable, buffers: Sequence, *, timeout_s: float = 5.0) -> 
                        timeout_s=timeout_s)
 
 
-def ps_worker(name: str, gradient, n_servers: int, send: Callable, recv: Callable):
+def ps_worker(gradient, n_servers: int, send: Callable, recv: Callable):
     """A parameter-server worker: push slice s of its gradient to server s, pull the new slices; return the weights."""
     import numpy as np
 
@@ -935,8 +935,7 @@ def run_parameter_server(server: Callable, gradients: Sequence, weights, lr: flo
     slices = np.array_split(weights, n_servers)
     programs: dict = {}
     for k in range(n):
-        programs[f"worker{k}"] = (lambda k: lambda send, recv: ps_worker(f"worker{k}", gradients[k].copy(),
-                                                                          n_servers, send, recv))(k)
+        programs[f"worker{k}"] = (lambda k: lambda send, recv: ps_worker(gradients[k].copy(), n_servers, send, recv))(k)
     for s in range(n_servers):
         programs[f"server{s}"] = (lambda s: lambda send, recv: server(s, n, slices[s].copy(), lr, send, recv))(s)
     links = {(f"worker{k}", f"server{s}") for k in range(n) for s in range(n_servers)}
@@ -984,13 +983,14 @@ class Transfer:
 
 
 class DeviceLog:
-    """Everything the simulated devices of one group saw: transfers, layers run (device, layer), where weights live."""
+    """What the simulated devices of one group saw: transfers, layers run (device, layer), placements, weights' homes."""
 
     def __init__(self) -> None:
         """An empty log."""
         self.transfers: list[Transfer] = []
         self.ran: list[tuple[str, object]] = []
         self.owner: dict[int, str] = {}  # id(parameter or buffer) -> device name
+        self.placements: list[tuple[str, object]] = []  # (device name, module) for every place() call
 
     def clear(self) -> None:
         """Forget the transfers and layer runs seen so far (placements stay)."""
@@ -1109,6 +1109,7 @@ class SimulatedDevice:
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
         for tensor in list(module.parameters()) + list(module.buffers()):
             self.log.owner[id(tensor)] = self.name
+        self.log.placements.append((self.name, module))
         return PlacedModule(module, self)
 
     def __repr__(self) -> str:

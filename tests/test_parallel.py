@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import matplotlib
@@ -23,7 +24,8 @@ from hypothesis import strategies as st  # noqa: E402
 from gpucourse import parallel  # noqa: E402
 from gpucourse.parallel import (PipelineConfig, PipelineEvent, TrainConfig, WorkerError, WorkerTimeout,  # noqa: E402
                                 gpipe_schedule, launch, ring_trace)
-from parallel_workers import add_ranks, exit_abruptly  # noqa: E402  (tests/ is on sys.path under pytest)
+from parallel_workers import (add_ranks, averaging_server, exit_abruptly,  # noqa: E402  (tests/ is on sys.path)
+                              ring_allreduce_reference)
 
 PROPERTY = settings(deadline=None, max_examples=40, derandomize=True, database=None)
 
@@ -290,6 +292,221 @@ def test_plot_ring_steps_draws_one_panel_per_step():
             parallel.plot_ring_steps(bad)
 
 
+# --------------------------------------------------------------------------- simulated networks
+
+def _node_threads() -> list[threading.Thread]:
+    """Threads of simulated-network nodes still alive."""
+    return [t for t in threading.enumerate() if t.name.startswith("gpucourse-node-")]
+
+
+@given(st.integers(1, 9), st.integers(1, 40), st.sampled_from(["float32", "float64"]))
+@PROPERTY
+def test_a_reference_ring_allreduce_sums_and_sends_2_n_minus_1_chunks(n, length, dtype):
+    buffers = parallel.worker_buffers(n, length, seed=length, dtype=dtype)
+    copies = [b.copy() for b in buffers]
+    run = parallel.run_ring(ring_allreduce_reference, buffers)
+    exact = np.sum(np.array(buffers, dtype=np.float64), axis=0)
+    sizes = [len(c) for c in np.array_split(np.arange(length), n)]
+    for rank in range(n):
+        np.testing.assert_allclose(run.results[rank], exact, rtol=1e-5, atol=1e-5)
+        sent = run.sent_by(rank)
+        assert [m.index for m in sent] == list(range(2 * (n - 1)))
+        assert all(m.receiver == (rank + 1) % n for m in sent)
+        assert [m.nbytes for m in sent] == [sizes[(rank - s) % n] * buffers[0].itemsize for s in range(n - 1)] + \
+                                           [sizes[(rank + 1 - s) % n] * buffers[0].itemsize for s in range(n - 1)]
+    assert sum(run.bytes_sent(r) for r in range(n)) == 2 * (n - 1) * buffers[0].nbytes
+    assert not run.undelivered
+    assert all(np.array_equal(b, c) for b, c in zip(buffers, copies)), "each rank works on a copy of its buffer"
+    assert not _node_threads()
+
+
+def test_messages_are_copies_and_traffic_counts_both_directions():
+    def program(name):
+        def run(send, recv):
+            if name == "a":
+                data = np.ones(4, dtype=np.float32)
+                send("b", data)
+                data[:] = 7  # changing the array after sending does not change the message
+                return recv("b")
+            return send("a", recv("a") * 2)
+        return run
+
+    run = parallel.run_network({"a": program("a"), "b": program("b")})
+    np.testing.assert_array_equal(run.results["a"], np.full(4, 2.0))
+    assert run.bytes_sent("a") == run.bytes_received("a") == 16 and run.traffic("b") == 32
+    assert [(m.sender, m.receiver, m.index, m.nbytes) for m in run.sent_by("a")] == [("a", "b", 0, 16)]
+
+
+def test_a_deadlock_is_reported_at_once_naming_who_waits_for_whom():
+    def wait_first(rank, world_size, buffer, send, recv):
+        recv()
+        send(buffer)
+
+    start = time.perf_counter()
+    with pytest.raises(parallel.NetworkError, match="deadlock.*0 waits for 2"):
+        parallel.run_ring(wait_first, [np.zeros(3)] * 3, timeout_s=20)
+    assert time.perf_counter() - start < 2, "a deadlock must not wait for the time limit"
+    assert not _node_threads()
+
+
+def test_the_first_error_of_a_node_is_raised_with_its_node_named():
+    def failing(rank, world_size, buffer, send, recv):
+        if rank == 1:
+            raise NotImplementedError("rank 1 is not written yet")
+        return recv()
+
+    with pytest.raises(NotImplementedError, match="rank 1 is not written yet") as caught:
+        parallel.run_ring(failing, [np.zeros(2)] * 3)
+    assert any("node 1" in note for note in getattr(caught.value, "__notes__", ["node 1"]))
+    assert not _node_threads()
+
+
+def test_a_node_that_never_finishes_times_out():
+    def endless(send, recv):
+        while True:
+            time.sleep(0.01)
+
+    with pytest.raises(parallel.NetworkError, match="did not finish within 0.3 s"):
+        parallel.run_network({"a": endless}, timeout_s=0.3)
+
+
+@pytest.mark.parametrize("program, error, match", [
+    (lambda send, recv: send(1, [1.0, 2.0]), TypeError, "array must be a numpy array"),
+    (lambda send, recv: send(2, np.zeros(2)), parallel.NetworkError, "no link from 0 to 2"),
+    (lambda send, recv: send("elsewhere", np.zeros(2)), parallel.NetworkError, "not a node"),
+    (lambda send, recv: recv("elsewhere"), parallel.NetworkError, "not a node"),
+])
+def test_the_network_refuses_wrong_use(program, error, match):
+    programs = {0: program, 1: lambda send, recv: None, 2: lambda send, recv: None}
+    with pytest.raises(error, match=match):
+        parallel.run_network(programs, {(0, 1), (1, 2), (2, 0)})
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: parallel.run_network({}), TypeError, "programs"),
+    (lambda: parallel.run_network({"a": 3}), TypeError, "programs"),
+    (lambda: parallel.run_network({"a": lambda s, r: 0}, links=[("a", "a")]), TypeError, "links"),
+    (lambda: parallel.run_network({"a": lambda s, r: 0}, timeout_s=0), ValueError, "timeout_s"),
+    (lambda: parallel.run_ring(3, [np.zeros(2)]), TypeError, "worker"),
+    (lambda: parallel.run_ring(ring_allreduce_reference, np.zeros((2, 3))), TypeError, "buffers"),
+    (lambda: parallel.run_ring(ring_allreduce_reference, [np.zeros(2), np.zeros(3)]), ValueError, "buffers"),
+    (lambda: parallel.run_ring(ring_allreduce_reference, [np.zeros((2, 2))]), TypeError, "buffers"),
+    (lambda: parallel.run_parameter_server(averaging_server, [np.zeros(3)], np.zeros(4)), ValueError, "weights"),
+    (lambda: parallel.run_parameter_server(averaging_server, [np.zeros(3)], np.zeros(3), n_servers=0), ValueError,
+     "n_servers"),
+    (lambda: parallel.run_parameter_server(averaging_server, [np.zeros(3)], np.zeros(3), lr=-1), ValueError, "lr"),
+    (lambda: parallel.run_parameter_server("server", [np.zeros(3)], np.zeros(3)), TypeError, "server"),
+])
+def test_network_runners_validate_their_arguments(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
+@pytest.mark.parametrize("n_workers, length, n_servers", [(1, 5, 1), (4, 10, 1), (3, 11, 4), (6, 7, 7)])
+def test_a_sharded_parameter_server_updates_every_worker_and_concentrates_the_traffic(n_workers, length, n_servers):
+    grads = parallel.worker_buffers(n_workers, length, seed=3, dtype="float64")
+    weights = np.linspace(-1, 1, length)
+    run = parallel.run_parameter_server(averaging_server, grads, weights, lr=0.25, n_servers=n_servers)
+    expected = weights - 0.25 * np.mean(grads, axis=0)
+    for k in range(n_workers):
+        np.testing.assert_allclose(run.results[f"worker{k}"], expected, rtol=1e-12)
+        assert run.traffic(f"worker{k}") == 2 * grads[0].nbytes
+    slices = [len(s) for s in np.array_split(weights, n_servers)]
+    for s in range(n_servers):
+        assert run.traffic(f"server{s}") == 2 * n_workers * slices[s] * 8
+    assert not run.undelivered
+
+
+def test_sgd_step_averages_the_gradients_and_validates():
+    np.testing.assert_allclose(parallel.sgd_step(np.ones(3), [np.zeros(3), np.full(3, 2.0)], lr=0.5), np.full(3, 0.5))
+    with pytest.raises(TypeError, match="gradients"):
+        parallel.sgd_step(np.ones(3), np.ones((2, 3)), lr=0.1)
+    with pytest.raises(ValueError, match="lr"):
+        parallel.sgd_step(np.ones(3), [np.ones(3)], lr=0)
+
+
+def test_max_difference_of_weight_dicts():
+    a = {"w": np.array([1.0, 2.0]), "b": np.array([0.5])}
+    assert parallel.max_difference(a, {"w": np.array([1.0, 2.5]), "b": np.array([0.5])}) == 0.5
+    assert parallel.max_difference({}, {}) == 0.0
+    with pytest.raises(ValueError, match="same keys"):
+        parallel.max_difference(a, {"w": a["w"]})
+    with pytest.raises(TypeError, match="dicts"):
+        parallel.max_difference(a, [1.0])
+
+
+# --------------------------------------------------------------------------- simulated devices
+
+def _model():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3), torch.nn.Tanh(),
+                               torch.nn.Linear(3, 2))
+
+
+@pytest.mark.parametrize("cuts", [[1], [2], [4], [1, 3], [1, 2, 3, 4]])
+def test_split_sequential_equals_the_whole_model_and_logs_every_copy_and_layer(cuts):
+    import torch
+
+    model = _model()
+    devices = parallel.simulated_devices(len(cuts) + 1)
+    forward = parallel.split_sequential(model, devices, cuts)
+    x = torch.randn(7, 5)
+    with torch.no_grad():
+        expected = model(x)
+    log = devices[0].log
+    log.clear()
+    torch.testing.assert_close(forward(x), expected, rtol=0, atol=0)
+    bounds = [0, *cuts, len(model)]
+    owner = {id(model[i]): f"sim:{d}" for d in range(len(cuts) + 1) for i in range(bounds[d], bounds[d + 1])}
+    assert [(device, id(layer)) for device, layer in log.ran] == [(owner[id(layer)], id(layer)) for layer in model]
+    assert [(t.source, t.target) for t in log.transfers] == (
+        [("host", "sim:0")] + [(f"sim:{d}", f"sim:{d + 1}") for d in range(len(cuts))] + [(f"sim:{len(cuts)}", "host")])
+    with torch.no_grad():
+        assert [t.nbytes for t in log.device_transfers()] == [model[:c](x).numel() * 4 for c in cuts]
+    assert len(log.placements) == len(cuts) + 1
+
+
+def test_simulated_devices_refuse_computation_across_devices():
+    import torch
+
+    devices = parallel.simulated_devices(2)
+    layer = torch.nn.Linear(4, 2)
+    on_one = devices[1].place(layer)
+    with pytest.raises(parallel.DeviceMismatch, match="sim:0 and sim:1"):
+        on_one(devices[0].put(torch.randn(3, 4)))
+    with pytest.raises(parallel.DeviceMismatch, match="on the host"):
+        on_one(torch.randn(3, 4))
+    devices[0].place(layer)  # the weights move: the old placement no longer holds them
+    with pytest.raises(parallel.DeviceMismatch, match="weights live on sim:0"):
+        on_one(devices[1].put(torch.randn(3, 4)))
+    moved = devices[0].put(torch.randn(2, 4))
+    assert moved.to(devices[0]) is moved and moved.shape == (2, 4) and moved.nbytes == 32
+    with pytest.raises(TypeError, match="DeviceTensor supports only"):
+        moved + moved
+    with pytest.raises(TypeError, match="device"):
+        moved.to("cuda:1")
+    with pytest.raises(ValueError, match="another group"):
+        moved.to(parallel.simulated_devices(1)[0])
+    with pytest.raises(TypeError, match="module"):
+        devices[0].place(lambda t: t)
+    with pytest.raises(TypeError, match="tensor"):
+        devices[0].put(np.zeros(3))
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"model": "net"}, TypeError, "model"), ({"cuts": [5]}, ValueError, "cuts"), ({"cuts": [3, 1]}, ValueError, "cuts"),
+    ({"cuts": [1, 2]}, ValueError, "cuts"), ({"devices": []}, ValueError, "devices"), ({"cuts": [0]}, ValueError, "cuts"),
+])
+def test_split_sequential_validates(kwargs, error, name):
+    arguments = {"model": _model(), "devices": parallel.simulated_devices(2), "cuts": [2], **kwargs}
+    with pytest.raises(error, match=name):
+        parallel.split_sequential(**arguments)
+    with pytest.raises(ValueError, match="count"):
+        parallel.simulated_devices(0)
+
+
 # --------------------------------------------------------------------------- the pipeline schedule
 
 @given(st.integers(1, 6), st.integers(1, 12), st.sampled_from([0.5, 1.0, 3.0]), st.sampled_from([1.0, 2.0]))
@@ -321,6 +538,28 @@ def test_plot_pipeline_timeline_draws_every_event():
         parallel.plot_pipeline_timeline([(0, "F", 0, 0.0, 1.0)])
     with pytest.raises(ValueError, match="unit"):
         parallel.plot_pipeline_timeline(events, unit="hours")
+
+
+@given(st.integers(1, 6), st.integers(1, 12))
+@PROPERTY
+def test_idle_fraction_of_an_ideal_schedule_is_the_bubble_formula(p, m):
+    assert parallel.idle_fraction(gpipe_schedule(p, m)) == pytest.approx((p - 1) / (m + p - 1), abs=1e-12)
+
+
+def test_unbalanced_stages_and_transfers_idle_more_than_the_formula():
+    balanced = parallel.idle_fraction(gpipe_schedule(2, 4))
+    assert parallel.idle_fraction(gpipe_schedule(2, 4, forward_s=[1, 2], backward_s=[2, 4])) == pytest.approx(1 / 3)
+    assert parallel.idle_fraction(gpipe_schedule(2, 4, transfer_s=0.5)) > balanced
+    shifted = [PipelineEvent(e.stage, e.kind, e.microbatch, e.start_s + 5, e.end_s + 5) for e in gpipe_schedule(2, 4)]
+    assert parallel.idle_fraction(shifted) == pytest.approx(balanced)
+    with pytest.raises(ValueError, match="events"):
+        parallel.idle_fraction([])
+    with pytest.raises(ValueError, match="positive time"):
+        parallel.idle_fraction([PipelineEvent(0, "F", 0, 1.0, 1.0)])
+    with pytest.raises(ValueError, match="forward_s"):
+        gpipe_schedule(3, 2, forward_s=[1.0, 2.0])
+    with pytest.raises(ValueError, match="transfer_s"):
+        gpipe_schedule(3, 2, transfer_s=-1)
 
 
 @pytest.mark.parametrize("kwargs, error, name", [({"stages": 0}, ValueError, "stages"),

@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from gpucourse._validate import list_of, non_negative_int, one_of, positive_int, positive_number
+from gpucourse._validate import list_of, non_negative_int, non_negative_number, one_of, positive_int, positive_number
 from gpucourse.timing import BenchmarkResult
 
 LOOPBACK = "127.0.0.1"
@@ -696,6 +696,457 @@ def plot_ring_steps(n_workers: int = 4):
     return fig
 
 
+# --------------------------------------------------------------------------- simulated networks: ring and parameter server
+
+class NetworkError(RuntimeError):
+    """The programs on a simulated network deadlocked, timed out, or used it wrongly."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message on a simulated network: who sent it to whom, the sender's message number, its bytes and payload."""
+
+    sender: object
+    receiver: object
+    index: int
+    nbytes: int
+    payload: object
+
+
+@dataclass(frozen=True)
+class NetworkRun:
+    """What the programs on a simulated network returned (by node) and every message they sent."""
+
+    results: dict
+    messages: tuple[Message, ...]
+    undelivered: tuple[Message, ...]
+
+    def sent_by(self, node: object) -> list[Message]:
+        """The messages ``node`` sent, in the order it sent them."""
+        return sorted((m for m in self.messages if m.sender == node), key=lambda m: m.index)
+
+    def bytes_sent(self, node: object) -> int:
+        """Bytes ``node`` sent."""
+        return sum(m.nbytes for m in self.messages if m.sender == node)
+
+    def bytes_received(self, node: object) -> int:
+        """Bytes sent to ``node`` (delivered or not)."""
+        return sum(m.nbytes for m in self.messages if m.receiver == node)
+
+    def traffic(self, node: object) -> int:
+        """Bytes through ``node``'s link: sent plus received."""
+        return self.bytes_sent(node) + self.bytes_received(node)
+
+
+class _Network:
+    """Mailboxes of a simulated network, one FIFO queue per (sender, receiver) link, and the deadlock watch."""
+
+    def __init__(self, nodes: list, links: set | None, timeout_s: float) -> None:
+        """Empty mailboxes for ``nodes``; ``links`` (None: all pairs) are the (sender, receiver) pairs allowed."""
+        import collections
+
+        self.nodes, self.links, self.timeout_s = nodes, links, timeout_s
+        self.queues: dict = collections.defaultdict(collections.deque)
+        self.condition = threading.Condition()
+        self.waiting: dict = {}
+        self.done: set = set()
+        self.failed: list[tuple[float, object, BaseException]] = []
+        self.messages: list[Message] = []
+        self.counts: dict = collections.Counter()
+        self.deadline = time.monotonic() + timeout_s
+
+    def send(self, sender: object, receiver: object, array: object) -> None:
+        """Queue a copy of ``array`` from ``sender`` to ``receiver`` (a real network copies too) and log it."""
+        import numpy as np
+
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"array must be a numpy array (what travels on the network), got {type(array).__name__}")
+        if receiver not in self.nodes:
+            raise NetworkError(f"{sender!r} sent to {receiver!r}, which is not a node of this network "
+                               f"(nodes: {self.nodes})")
+        if self.links is not None and (sender, receiver) not in self.links:
+            raise NetworkError(f"there is no link from {sender!r} to {receiver!r} in this network")
+        payload = np.array(array, copy=True)
+        with self.condition:
+            message = Message(sender, receiver, self.counts[sender], int(payload.nbytes), payload)
+            self.counts[sender] += 1
+            self.messages.append(message)
+            self.queues[sender, receiver].append(message)
+            self.condition.notify_all()
+
+    def _deadlocked(self) -> bool:
+        """True if every node has finished or waits on an empty link (call with the lock held)."""
+        return all(node in self.done or (node in self.waiting and not self.queues[self.waiting[node], node])
+                   for node in self.nodes)
+
+    def recv(self, receiver: object, sender: object):
+        """The oldest message from ``sender`` to ``receiver``'s payload; wait for it, fail on deadlock or time-out."""
+        if sender not in self.nodes:
+            raise NetworkError(f"{receiver!r} waits for {sender!r}, which is not a node of this network "
+                               f"(nodes: {self.nodes})")
+        with self.condition:
+            while True:
+                queue = self.queues[sender, receiver]
+                if queue:
+                    return queue.popleft().payload
+                if self.failed:
+                    raise _Aborted()
+                self.waiting[receiver] = sender
+                if self._deadlocked():
+                    waits = ", ".join(f"{node!r} waits for {self.waiting[node]!r}" for node in self.nodes
+                                      if node in self.waiting)
+                    raise NetworkError(f"deadlock: every node waits for a message that nobody will send ({waits}). "
+                                       "Does every recv() have a matching send() on the other side?")
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    raise NetworkError(f"{receiver!r} waited more than {self.timeout_s:g} s for a message from "
+                                       f"{sender!r}")
+                self.condition.wait(min(remaining, 0.5))
+                self.waiting.pop(receiver, None)
+
+    def finish(self, node: object, error: BaseException | None) -> None:
+        """Mark ``node`` done (and failed, if ``error``); wake every waiting node."""
+        with self.condition:
+            self.waiting.pop(node, None)
+            self.done.add(node)
+            if error is not None and not isinstance(error, _Aborted):
+                self.failed.append((time.monotonic(), node, error))
+            self.condition.notify_all()
+
+
+class _Aborted(Exception):
+    """Raised in a waiting node when another node failed (never shown: the first real failure is)."""
+
+
+def run_network(programs: dict, links: set | None = None, *, timeout_s: float = 5.0) -> NetworkRun:
+    """Run ``programs[node](send, recv)`` for every node at once (one thread each) on a simulated network.
+
+    ``send(to, array)`` queues a copy of a numpy array for node ``to``; ``recv(frm)`` returns the oldest message from
+    ``frm``, waiting for it. Every message is logged. The first error of any program is raised here (the others are
+    stopped); a deadlock, or a run longer than ``timeout_s``, raises NetworkError.
+    """
+    if not isinstance(programs, dict) or not programs:
+        raise TypeError(f"programs must be a non-empty dict node -> function(send, recv), got {type(programs).__name__}")
+    for node, program in programs.items():
+        if not callable(program):
+            raise TypeError(f"programs[{node!r}] must be a function(send, recv), got {type(program).__name__}")
+    if links is not None and not isinstance(links, (set, frozenset)):
+        raise TypeError(f"links must be a set of (sender, receiver) pairs or None, got {type(links).__name__}")
+    timeout_s = positive_number("timeout_s", timeout_s)
+    network = _Network(list(programs), None if links is None else set(links), timeout_s)
+    results: dict = {}
+
+    def run(node: object, program: Callable) -> None:
+        """One node's thread: run its program with its own send and recv; report how it ended."""
+        error = None
+        try:
+            results[node] = program(lambda to, array: network.send(node, to, array),
+                                    lambda frm: network.recv(node, frm))
+        except BaseException as caught:  # noqa: BLE001 (reported to the caller below)
+            error = caught
+        network.finish(node, error)
+
+    threads = [threading.Thread(target=run, args=(node, program), name=f"gpucourse-node-{node}", daemon=True)
+               for node, program in programs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, network.deadline - time.monotonic()) + 1.0)
+    if any(thread.is_alive() for thread in threads):
+        with network.condition:
+            network.failed.append((time.monotonic(), None, NetworkError(
+                f"the programs did not finish within {timeout_s:g} s (a loop that never ends?)")))
+            network.condition.notify_all()
+    if network.failed:
+        _, node, error = min(network.failed, key=lambda failure: failure[0])
+        if node is not None and not isinstance(error, NetworkError) and hasattr(error, "add_note"):
+            error.add_note(f"(raised on node {node!r} of the simulated network)")
+        raise error
+    undelivered = tuple(m for queue in network.queues.values() for m in queue)
+    return NetworkRun(dict(results), tuple(network.messages), undelivered)
+
+
+def _check_buffers(name: str, buffers: object) -> list:
+    """Return ``buffers`` as a list of 1-D numpy arrays of one length and dtype, else raise naming ``name``."""
+    import numpy as np
+
+    if isinstance(buffers, np.ndarray) or not isinstance(buffers, Sequence) or not buffers:
+        raise TypeError(f"{name} must be a non-empty list of 1-D numpy arrays, got {type(buffers).__name__}")
+    for buffer in buffers:
+        if not isinstance(buffer, np.ndarray) or buffer.ndim != 1:
+            raise TypeError(f"{name} must hold 1-D numpy arrays, got {type(buffer).__name__} "
+                            f"{getattr(buffer, 'shape', '')}")
+    if len({(len(b), b.dtype) for b in buffers}) != 1:
+        raise ValueError(f"{name} must all have the same length and dtype, got "
+                         f"{sorted({(len(b), str(b.dtype)) for b in buffers})}")
+    return list(buffers)
+
+
+def run_ring(worker: Callable, buffers: Sequence, *, timeout_s: float = 5.0) -> NetworkRun:
+    """Run ``worker(rank, world_size, buffer, send, recv)`` on every rank of a simulated ring; log every message.
+
+    Rank i owns a copy of ``buffers[i]``; ``send(array)`` goes to rank (i + 1) % N, ``recv()`` takes the oldest message
+    from rank (i - 1) % N. ``results[i]`` is what rank i's worker returned.
+    """
+    if not callable(worker):
+        raise TypeError(f"worker must be a function(rank, world_size, buffer, send, recv), got {type(worker).__name__}")
+    buffers = _check_buffers("buffers", buffers)
+    n = len(buffers)
+
+    def program(rank: int) -> Callable:
+        """Rank ``rank``'s program: the worker with its own buffer and its neighbours."""
+        mine = buffers[rank].copy()
+        return lambda send, recv: worker(rank, n, mine, lambda array: send((rank + 1) % n, array),
+                                         lambda: recv((rank - 1) % n))
+
+    return run_network({rank: program(rank) for rank in range(n)}, {(r, (r + 1) % n) for r in range(n)},
+                       timeout_s=timeout_s)
+
+
+def ps_worker(gradient, n_servers: int, send: Callable, recv: Callable):
+    """A parameter-server worker: push slice s of its gradient to server s, pull the new slices; return the weights."""
+    import numpy as np
+
+    for server, part in enumerate(np.array_split(gradient, n_servers)):
+        send(f"server{server}", part)
+    return np.concatenate([recv(f"server{server}") for server in range(n_servers)])
+
+
+def run_parameter_server(server: Callable, gradients: Sequence, weights, lr: float = 0.1, n_servers: int = 1, *,
+                         timeout_s: float = 5.0) -> NetworkRun:
+    """One synchronous step of a sharded parameter server on a simulated network; log every message.
+
+    Nodes 'worker0'... run :func:`ps_worker` with ``gradients[k]``; nodes 'server0'... run
+    ``server(s, n_workers, weights_slice, lr, send, recv)`` where ``weights_slice`` is a copy of slice s of
+    ``weights`` (``np.array_split``), ``send(to, array)`` and ``recv(frm)`` name nodes such as 'worker3'.
+    """
+    import numpy as np
+
+    if not callable(server):
+        raise TypeError(f"server must be a function(server, n_workers, weights, lr, send, recv), "
+                        f"got {type(server).__name__}")
+    gradients = _check_buffers("gradients", gradients)
+    if not isinstance(weights, np.ndarray) or weights.shape != gradients[0].shape:
+        raise ValueError(f"weights must be a numpy array shaped like each gradient {gradients[0].shape}, "
+                         f"got {getattr(weights, 'shape', type(weights).__name__)}")
+    lr = positive_number("lr", lr)
+    n_servers = positive_int("n_servers", n_servers)
+    n = len(gradients)
+    slices = np.array_split(weights, n_servers)
+    programs: dict = {}
+    for k in range(n):
+        programs[f"worker{k}"] = (lambda k: lambda send, recv: ps_worker(gradients[k].copy(), n_servers, send, recv))(k)
+    for s in range(n_servers):
+        programs[f"server{s}"] = (lambda s: lambda send, recv: server(s, n, slices[s].copy(), lr, send, recv))(s)
+    links = {(f"worker{k}", f"server{s}") for k in range(n) for s in range(n_servers)}
+    links |= {(b, a) for a, b in links}
+    return run_network(programs, links, timeout_s=timeout_s)
+
+
+def sgd_step(weights, gradients: Sequence, lr: float):
+    """One synchronous SGD step: the weights minus ``lr`` times the mean of the workers' gradients (a new array)."""
+    import numpy as np
+
+    weights = np.asarray(weights)
+    if isinstance(gradients, np.ndarray) or not isinstance(gradients, Sequence) or not gradients:
+        raise TypeError(f"gradients must be a non-empty list of arrays, got {type(gradients).__name__}")
+    lr = positive_number("lr", lr)
+    return weights - lr * np.mean(np.stack([np.asarray(g) for g in gradients]), axis=0)
+
+
+def max_difference(a: dict, b: dict) -> float:
+    """Largest absolute difference between two weight dicts with the same keys and shapes (arrays or tensors)."""
+    import numpy as np
+
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        raise TypeError(f"a and b must be dicts name -> array, got {type(a).__name__} and {type(b).__name__}")
+    if set(a) != set(b):
+        raise ValueError(f"a and b must have the same keys, got {sorted(a)} and {sorted(b)}")
+    return max((float(np.abs(np.asarray(a[k], dtype=np.float64) - np.asarray(b[k], dtype=np.float64)).max())
+                for k in a if np.size(a[k])), default=0.0)
+
+
+# --------------------------------------------------------------------------- model parallelism on simulated devices
+
+class DeviceMismatch(RuntimeError):
+    """A computation mixed tensors or layers that live on different (simulated) devices, as PyTorch refuses to."""
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One copy of a tensor between the host and a simulated device, or between two devices."""
+
+    source: str
+    target: str
+    nbytes: int
+    shape: tuple[int, ...]
+
+
+class DeviceLog:
+    """What the simulated devices of one group saw: transfers, layers run (device, layer), placements, weights' homes."""
+
+    def __init__(self) -> None:
+        """An empty log."""
+        self.transfers: list[Transfer] = []
+        self.ran: list[tuple[str, object]] = []
+        self.owner: dict[int, str] = {}  # id(parameter or buffer) -> device name
+        self.placements: list[tuple[str, object]] = []  # (device name, module) for every place() call
+
+    def clear(self) -> None:
+        """Forget the transfers and layer runs seen so far (placements stay)."""
+        self.transfers.clear()
+        self.ran.clear()
+
+    def device_transfers(self) -> list[Transfer]:
+        """Transfers between two devices (not to or from the host)."""
+        return [t for t in self.transfers if "host" not in (t.source, t.target)]
+
+
+class DeviceTensor:
+    """A tensor that lives on a simulated device: move it with ``.to(device)``, bring it home with ``.cpu()``."""
+
+    def __init__(self, value, device: "SimulatedDevice") -> None:
+        """Wrap ``value`` (a torch tensor) as living on ``device``; use ``device.put`` rather than this."""
+        self._value, self.device = value, device
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tensor's shape."""
+        return tuple(self._value.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor's data."""
+        return self._value.numel() * self._value.element_size()
+
+    def to(self, device: "SimulatedDevice") -> "DeviceTensor":
+        """This tensor on ``device`` (a logged copy if it lives elsewhere; itself if it is already there)."""
+        if not isinstance(device, SimulatedDevice):
+            raise TypeError(f"device must be a SimulatedDevice (one of parallel.simulated_devices()), "
+                            f"got {type(device).__name__}")
+        if device is self.device:
+            return self
+        if device.log is not self.device.log:
+            raise ValueError("device belongs to another group of simulated devices")
+        device.log.transfers.append(Transfer(self.device.name, device.name, self.nbytes, self.shape))
+        return DeviceTensor(self._value.detach().clone().requires_grad_(self._value.requires_grad), device)
+
+    def cpu(self):
+        """A copy of this tensor on the host (a plain torch tensor); the copy is logged."""
+        self.device.log.transfers.append(Transfer(self.device.name, "host", self.nbytes, self.shape))
+        return self._value.detach().clone()
+
+    def __repr__(self) -> str:
+        return f"DeviceTensor(shape={self.shape}, device={self.device.name!r})"
+
+    def _refuse(self, *_: object, **__: object):
+        raise TypeError("a DeviceTensor supports only .to(device) and .cpu(): run layers on it through "
+                        "device.place(layer)(tensor)")
+
+    __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __matmul__ = __array__ = _refuse
+
+
+class PlacedModule:
+    """A module placed on a simulated device: call it on DeviceTensors that live on the same device."""
+
+    def __init__(self, module, device: "SimulatedDevice") -> None:
+        """Keep the module and its device; use ``device.place`` rather than this."""
+        self.module, self.device = module, device
+
+    def __call__(self, x: DeviceTensor) -> DeviceTensor:
+        """Run the module on ``x`` (which must live on this device); log every layer that runs, and where."""
+        import torch
+
+        name = self.device.name
+        if isinstance(x, torch.Tensor):
+            raise DeviceMismatch(f"Expected all tensors to be on the same device, but found the input on the host "
+                                 f"and the layer on {name}: move the input there first (device.put(x) or x.to(device))")
+        if not isinstance(x, DeviceTensor):
+            raise TypeError(f"x must be a DeviceTensor, got {type(x).__name__}")
+        if x.device is not self.device:
+            raise DeviceMismatch(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                 f"{x.device.name} and {name}: move the activations with .to(device) first")
+        log = self.device.log
+        for tensor in list(self.module.parameters()) + list(self.module.buffers()):
+            if log.owner.get(id(tensor)) != name:
+                raise DeviceMismatch(f"a layer's weights live on {log.owner.get(id(tensor), 'the host')}, not on "
+                                     f"{name}: the module was placed elsewhere since")
+        leaves = [m for m in self.module.modules() if not list(m.children())]
+        hooks = [leaf.register_forward_hook(lambda layer, *_: log.ran.append((name, layer))) for leaf in leaves]
+        try:
+            out = self.module(x._value)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return DeviceTensor(out, self.device)
+
+    def __repr__(self) -> str:
+        return f"PlacedModule({type(self.module).__name__}, device={self.device.name!r})"
+
+
+class SimulatedDevice:
+    """One simulated device: ``put`` host tensors on it, ``place`` modules on it; everything is logged."""
+
+    def __init__(self, name: str, log: DeviceLog) -> None:
+        """A device called ``name`` that writes into ``log`` (shared by its group)."""
+        self.name, self.log = name, log
+
+    def put(self, tensor) -> DeviceTensor:
+        """Copy a host tensor onto this device (logged)."""
+        import torch
+
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"tensor must be a torch.Tensor on the host, got {type(tensor).__name__}")
+        moved = DeviceTensor(tensor.detach().clone(), self)
+        self.log.transfers.append(Transfer("host", self.name, moved.nbytes, moved.shape))
+        return moved
+
+    def place(self, module) -> PlacedModule:
+        """Move ``module``'s weights onto this device (from wherever they were) and return it callable here."""
+        from torch import nn
+
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            self.log.owner[id(tensor)] = self.name
+        self.log.placements.append((self.name, module))
+        return PlacedModule(module, self)
+
+    def __repr__(self) -> str:
+        return f"SimulatedDevice({self.name!r})"
+
+
+def simulated_devices(count: int = 2) -> list[SimulatedDevice]:
+    """``count`` simulated devices 'sim:0', 'sim:1', ... sharing one log (``devices[0].log``)."""
+    count = positive_int("count", count)
+    log = DeviceLog()
+    return [SimulatedDevice(f"sim:{index}", log) for index in range(count)]
+
+
+def split_sequential(model, devices: Sequence[SimulatedDevice], cuts: Sequence[int]) -> Callable:
+    """Place the layers of ``model`` between ``cuts`` on successive devices; return forward(host x) -> host output."""
+    from torch import nn
+
+    if not isinstance(model, nn.Sequential):
+        raise TypeError(f"model must be a torch.nn.Sequential, got {type(model).__name__}")
+    devices = list_of("devices", devices, SimulatedDevice, non_empty=True)
+    cuts = [positive_int("cuts", c) for c in cuts]
+    if cuts != sorted(set(cuts)) or (cuts and cuts[-1] >= len(model)) or len(cuts) != len(devices) - 1:
+        raise ValueError(f"cuts must be {len(devices) - 1} increasing layer indices between 1 and {len(model) - 1}, "
+                         f"got {cuts}")
+    bounds = [0, *cuts, len(model)]
+    stages = [device.place(model[start:end]) for device, start, end in zip(devices, bounds, bounds[1:])]
+
+    def forward(x):
+        """Run the split model on a host tensor: each stage on its device, activations moved at every cut."""
+        activation = devices[0].put(x)
+        for device, stage in zip(devices, stages):
+            activation = stage(activation.to(device))
+        return activation.cpu()
+
+    return forward
+
+
 # --------------------------------------------------------------------------- model parallelism: a 2-stage pipeline
 
 @dataclass(frozen=True)
@@ -920,27 +1371,47 @@ def run_pipeline(config: PipelineConfig, microbatch_counts: Iterable[int] = (1, 
     return PipelineResult(config, times, busy, timelines, tuple(stage0["single"]), time.perf_counter() - start)
 
 
-def gpipe_schedule(stages: int, microbatches: int, forward_s: float = 1.0, backward_s: float = 2.0
-                   ) -> list[PipelineEvent]:
-    """The ideal GPipe timeline: every stage runs all forwards, then all backwards in reverse, each as soon as it can."""
+def _per_stage(name: str, value: object, stages: int) -> list[float]:
+    """A duration for every stage: one number for all, or a sequence with one per stage (each > 0)."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        if len(value) != stages:
+            raise ValueError(f"{name} must hold one duration per stage ({stages}), got {len(value)}")
+        return [positive_number(name, v) for v in value]
+    return [positive_number(name, value)] * stages
+
+
+def gpipe_schedule(stages: int, microbatches: int, forward_s: float | Sequence[float] = 1.0,
+                   backward_s: float | Sequence[float] = 2.0, transfer_s: float = 0.0) -> list[PipelineEvent]:
+    """The GPipe timeline on a simulated clock: every stage runs all forwards, then all backwards in reverse, each as
+    soon as its input has arrived (``transfer_s`` after the neighbouring stage produced it); durations per stage."""
     p, m = positive_int("stages", stages), positive_int("microbatches", microbatches)
-    f, b = positive_number("forward_s", forward_s), positive_number("backward_s", backward_s)
+    f, b = _per_stage("forward_s", forward_s, p), _per_stage("backward_s", backward_s, p)
+    hop = non_negative_number("transfer_s", transfer_s)
     forward_end = [[0.0] * m for _ in range(p)]
     backward_end = [[0.0] * m for _ in range(p)]
     events = []
     for s in range(p):
         free = 0.0
         for i in range(m):
-            start = max(free, forward_end[s - 1][i] if s else 0.0)
-            forward_end[s][i] = free = start + f
+            start = max(free, forward_end[s - 1][i] + hop if s else 0.0)
+            forward_end[s][i] = free = start + f[s]
             events.append(PipelineEvent(s, "F", i, start, free))
     for s in reversed(range(p)):
         free = forward_end[s][m - 1]
         for i in reversed(range(m)):
-            start = max(free, backward_end[s + 1][i] if s < p - 1 else 0.0)
-            backward_end[s][i] = free = start + b
+            start = max(free, backward_end[s + 1][i] + hop if s < p - 1 else 0.0)
+            backward_end[s][i] = free = start + b[s]
             events.append(PipelineEvent(s, "B", i, start, free))
     return sorted(events, key=lambda e: (e.stage, e.start_s))
+
+def idle_fraction(events: Iterable[PipelineEvent]) -> float:
+    """Share of a pipeline step that its stages spend idle: 1 - busy time / (stages x the step's span)."""
+    events = list_of("events", events, PipelineEvent, non_empty=True)
+    span = max(e.end_s for e in events) - min(e.start_s for e in events)
+    if span <= 0:
+        raise ValueError("events must span a positive time")
+    stages = len({e.stage for e in events})
+    return 1.0 - sum(e.end_s - e.start_s for e in events) / (stages * span)
 
 
 def plot_pipeline_timeline(events: Iterable[PipelineEvent], ax=None, title: str = "", unit: str = "ms"):
@@ -1001,18 +1472,27 @@ def _quiet_stderr() -> Iterator[io.StringIO]:
                 captured.write(sink.read().decode("utf-8", errors="replace"))
 
 
+def _pass_on_unknown_lines(text: str) -> None:
+    """Write to stderr the lines of ``text`` that are not TensorFlow's known start-up noise (no error is hidden)."""
+    import gpucourse
+
+    other = [line for line in text.splitlines() if line.strip() and not gpucourse._TF_STARTUP_NOISE.search(line)]
+    if other:
+        print("\n".join(other), file=sys.stderr)
+
+
 def configure_tf_devices(count: int = 2, kind: str = "auto", memory_limit_mb: int = 1024) -> list[str]:
     """Give TensorFlow ``count`` logical CPU or GPU devices (before its first operation); return their names."""
     count = positive_int("count", count)
     one_of("kind", kind, ("auto", "CPU", "GPU"))
     memory_limit_mb = positive_int("memory_limit_mb", memory_limit_mb)
-    with _quiet_stderr() as noise:  # TensorFlow's C++ start-up lines would land in the notebook's stderr
-        try:
-            import tensorflow as tf
+    import gpucourse
 
-            gpus = tf.config.list_physical_devices("GPU")
-        except Exception as error:
-            raise RuntimeError(f"TensorFlow could not start: {error}\n{noise.getvalue()}") from None
+    try:
+        tf = gpucourse.import_tensorflow()  # the package's one quiet import (GPU memory growth on)
+        gpus = tf.config.list_physical_devices("GPU")
+    except Exception as error:
+        raise RuntimeError(f"TensorFlow could not start: {error}") from None
     if kind == "GPU" and not gpus:
         raise ValueError("kind='GPU' but TensorFlow sees no GPU: use kind='auto' or 'CPU'")
     device_type = "GPU" if (kind == "GPU" or (kind == "auto" and gpus)) else "CPU"
@@ -1023,10 +1503,11 @@ def configure_tf_devices(count: int = 2, kind: str = "auto", memory_limit_mb: in
         wanted = [tf.config.LogicalDeviceConfiguration(memory_limit=limit) for _ in range(count - len(physical) + 1)]
     again = wanted is not None and tf.config.get_logical_device_configuration(physical[0]) == wanted
     try:
-        with _quiet_stderr():
+        with _quiet_stderr() as said:  # the first list_logical_devices starts TensorFlow's runtime
             if wanted is not None:
                 tf.config.set_logical_device_configuration(physical[0], wanted)
             names = [device.name for device in tf.config.list_logical_devices(device_type)]
+        _pass_on_unknown_lines(said.getvalue())
     except RuntimeError:
         current = [device.name for device in tf.config.list_logical_devices(device_type)]
         raise RuntimeError(
@@ -1044,8 +1525,11 @@ __all__ = [
     "LOOPBACK", "DEFAULT_TIMEOUT_S", "WorkerError", "WorkerTimeout", "free_port", "launch", "process_group",
     "describe_worker", "failing_worker", "hanging_worker", "collective_worker", "spin_worker", "core_shares",
     "TrainConfig", "TrainResult", "DDPResult", "make_model", "make_batches", "train_single", "ddp_worker", "run_ddp",
-    "run_ddp_all",
+    "run_ddp_all", "max_difference",
     "worker_buffers", "RingStep", "ring_trace", "plot_ring_steps",
+    "NetworkError", "Message", "NetworkRun", "run_network", "run_ring", "ps_worker", "run_parameter_server", "sgd_step",
+    "DeviceMismatch", "Transfer", "DeviceLog", "DeviceTensor", "PlacedModule", "SimulatedDevice", "simulated_devices",
+    "split_sequential", "idle_fraction",
     "PipelineConfig", "PipelineEvent", "PipelineResult", "pipeline_worker", "run_pipeline", "gpipe_schedule",
     "plot_pipeline_timeline", "configure_tf_devices",
 ]

@@ -503,3 +503,23 @@ def test_utilisation_must_be_a_fraction():
         capstone.compare_costs(1.0, 1.0, 1000, utilisation=0)
     with pytest.raises(TypeError, match="comparison"):
         capstone.plot_costs("cheap", 1.0, 1000, 0.3, 0.2)
+
+
+def test_show_table_prints_markdown_outside_jupyter(capsys):
+    capstone.show_table(["a", "b"], [[1, 2], ["x", "y"]])
+    assert capsys.readouterr().out.splitlines() == ["| a | b |", "| --- | --- |", "| 1 | 2 |", "| x | y |"]
+
+
+def test_show_speedups_and_plot_examples_draw(digits, capsys):
+    rows = [{"technique": "base", "images_per_s": 100.0, "throughput_speedup": 1.0, "time_to_accuracy_s": 2.0,
+             "tta_speedup": 1.0},
+            {"technique": "fast", "images_per_s": 300.0, "throughput_speedup": 3.0, "time_to_accuracy_s": None,
+             "tta_speedup": None}]
+    capstone.show_speedups(rows, 0.9, title="t")
+    text = capsys.readouterr().out
+    assert "time to 90%" in text and "3.00x" in text and "not reached" in text
+    capstone.plot_examples(digits, count=4)
+    with pytest.raises(ValueError, match="rows"):
+        capstone.show_speedups([{"technique": "x"}])
+    with pytest.raises(TypeError, match="data"):
+        capstone.plot_examples("digits")

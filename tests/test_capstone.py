@@ -523,3 +523,9 @@ def test_show_speedups_and_plot_examples_draw(digits, capsys):
         capstone.show_speedups([{"technique": "x"}])
     with pytest.raises(TypeError, match="data"):
         capstone.plot_examples("digits")
+
+
+def test_live_plot_start_outside_jupyter_shows_nothing():
+    plot = capstone.LivePlot(target=0.9)
+    plot.start()
+    assert plot.handle is None

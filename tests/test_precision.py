@@ -402,3 +402,13 @@ def test_parse_oom_message_reads_each_number() -> None:
         precision.parse_oom_message("RuntimeError: shapes do not match")
     with pytest.raises(TypeError):
         precision.parse_oom_message(None)
+
+
+def test_plot_loss_scales_draws_and_validates() -> None:
+    ax = precision.plot_loss_scales([4.0, 8.0, 4.0], [4.0, 8.0, 4.0], [False, True, False], title="t")
+    assert ax.get_ylabel() == "log2(loss scale)" and len(ax.lines) == 2
+    with pytest.raises(ValueError):
+        precision.plot_loss_scales([1.0], [1.0, 2.0], [False])
+    with pytest.raises(ValueError):
+        precision.plot_loss_scales([0.0], [1.0], [False])
+    plt.close("all")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_number, one_of, positive_int, positive_number
@@ -525,6 +525,29 @@ def peak_memory_bytes(fn: Callable[[], object], device: object) -> int:
     return int(torch.cuda.max_memory_allocated(device) - start)
 
 
+def plot_loss_scales(reference: Sequence[float], yours: Sequence[float], skipped: Sequence[bool], title: str = "",
+                     ax=None):
+    """log2 of the loss scale at each step for GradScaler and for your scaler, skipped steps in red; return the Axes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    reference, yours, skipped = list(reference), list(yours), [bool(s) for s in skipped]
+    if not yours or len(skipped) != len(yours) or not all(isinstance(v, numbers.Real) and v > 0
+                                                          for v in reference + yours):
+        raise ValueError("reference and yours must be positive scales, and skipped one flag per step of yours")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 3))
+    ax.plot(np.log2(reference), label="torch.amp.GradScaler", linewidth=3, alpha=0.5)
+    ax.plot(np.log2(yours), label="your DynamicLossScaler", linestyle="--")
+    steps = np.flatnonzero(skipped)
+    ax.scatter(steps, np.log2(np.array(yours))[steps], color="red", zorder=3, label="skipped step (overflow)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("log2(loss scale)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return ax
+
+
 def accumulate_gradients(model: object, x: object, y: object, micro_batch_size: int,
                          loss_fn: Callable | None = None) -> float:
     """Add to the model's .grad the gradient of the mean loss over (x, y), computed micro-batch by micro-batch.
@@ -583,4 +606,4 @@ def parse_oom_message(message: str) -> dict[str, int]:
 __all__ = ["FORMATS", "LOW_PRECISION", "FormatFacts", "format_facts", "format_table", "representable_values",
            "plot_format_ranges", "plot_number_line", "CastReport", "gradient_cast_report", "plot_gradient_histogram",
            "autocast_dtype", "OpRecord", "autocast_op_dtypes", "MemoryBreakdown", "tensor_memory",
-           "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients", "parse_oom_message"]
+           "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients", "parse_oom_message", "plot_loss_scales"]

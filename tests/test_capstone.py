@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import math
-import os
+import shutil
 import socket
 import time
-import types
 
 import matplotlib
 
@@ -25,15 +25,21 @@ from gpucourse.capstone import ImageData, TrainConfig  # noqa: E402
 torch = pytest.importorskip("torch")
 
 PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
-REAL_PROBE = capstone.network_available  # the fixture below replaces it in the module, so no test downloads
+REAL_PROBE = capstone.network_available  # the fixture below replaces both in the module, so no test downloads
+REAL_FETCH = capstone.fetch_url
 BAD_NUMBERS = [("1", TypeError), (None, TypeError), (True, TypeError), (-1.0, ValueError), (float("nan"), ValueError)]
 
 
 @pytest.fixture(autouse=True)
-def _offline_and_tidy(monkeypatch):
-    """No test may download: the network probe says no and Keras has no cache. Figures are closed afterwards."""
+def _offline_and_tidy(monkeypatch, tmp_path):
+    """No test may download: the network probe says no, fetching fails loudly, the cache is empty. Figures closed."""
     monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: False)
-    monkeypatch.setattr(capstone, "_keras_cache_has", lambda name: False)
+
+    def no_fetch(url, destination, timeout_s=30.0):
+        raise AssertionError(f"a test tried to download {url}")
+
+    monkeypatch.setattr(capstone, "fetch_url", no_fetch)
+    monkeypatch.setenv(capstone.DATA_DIR_VARIABLE, str(tmp_path / "empty-cache"))
     monkeypatch.delenv(capstone.OFFLINE_VARIABLE, raising=False)
     yield
     plt.close("all")
@@ -55,9 +61,134 @@ def digits() -> ImageData:
 
 # --------------------------------------------------------------------------- data
 
+def write_idx(path, array: np.ndarray, *, compress: bool = True) -> None:
+    """Write ``array`` (unsigned bytes) in the IDX format, written here byte by byte from its definition."""
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    payload = header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+    if compress:
+        with gzip.open(path, "wb") as handle:
+            handle.write(payload)
+    else:
+        path.write_bytes(payload)
+
+
+def fake_mnist(folder, n_train: int = 60, n_test: int = 20, size: int = 28, seed: int = 0) -> dict:
+    """The four IDX files of a tiny MNIST-like dataset in ``folder``; returns the arrays written."""
+    rng = np.random.default_rng(seed)
+    arrays = {"train_images": rng.integers(0, 256, (n_train, size, size), dtype=np.uint8),
+              "train_labels": rng.integers(0, 10, n_train).astype(np.uint8),
+              "test_images": rng.integers(0, 256, (n_test, size, size), dtype=np.uint8),
+              "test_labels": rng.integers(0, 10, n_test).astype(np.uint8)}
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, filename in capstone.IDX_FILES.items():
+        write_idx(folder / filename, arrays[key])
+    return arrays
+
+
+class CountingFetch:
+    """Stands in for capstone.fetch_url: copies from a local folder and counts what was asked for."""
+
+    def __init__(self, source) -> None:
+        self.source, self.urls = source, []
+
+    def __call__(self, url, destination, timeout_s=30.0):
+        self.urls.append(url)
+        shutil.copyfile(self.source / url.rsplit("/", 1)[1], destination)
+
+
+def test_read_idx_reads_what_the_format_defines(tmp_path):
+    images = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    write_idx(tmp_path / "x-idx3-ubyte.gz", images)
+    write_idx(tmp_path / "y-idx1-ubyte", np.array([7, 1], np.uint8), compress=False)
+    np.testing.assert_array_equal(capstone.read_idx(tmp_path / "x-idx3-ubyte.gz"), images)
+    np.testing.assert_array_equal(capstone.read_idx(tmp_path / "y-idx1-ubyte"), [7, 1])
+    (tmp_path / "big-endian.idx").write_bytes(bytes([0, 0, 0x0C, 1, 0, 0, 0, 2]) + np.array([1, -2], ">i4").tobytes())
+    assert capstone.read_idx(tmp_path / "big-endian.idx").tolist() == [1, -2]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not gzip at all", "not a readable IDX"),
+    (gzip.compress(b"\x00\x00\x08\x03" + (5).to_bytes(4, "big")), "truncated"),
+    (gzip.compress(b"\x08\x08\x08\x01" + (1).to_bytes(4, "big") + b"x"), "IDX header"),
+    (gzip.compress(b"\x00\x00\x08\x01" + (4).to_bytes(4, "big") + b"abc"), "header says"),
+    (gzip.compress(b"\x00\x00\x08\x01" + (4).to_bytes(4, "big") + b"abc")[:-6], "not a readable IDX"),
+])
+def test_read_idx_rejects_corrupt_files(tmp_path, content, message):
+    path = tmp_path / "bad-idx1-ubyte.gz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        capstone.read_idx(path)
+
+
+def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
+    """The real download path against a local file:// mirror: shapes, dtypes, scaling, then no second fetch."""
+    arrays = fake_mnist(tmp_path / "mirror")
+    monkeypatch.undo()  # the real fetch_url (urllib), but still no network: file:// needs none
+    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: pytest.fail("file:// needs no probe"))
+    cache = tmp_path / "cache"
+    data = capstone.load_data("mnist", mirrors=[(tmp_path / "mirror").as_uri()], cache_dir=cache)
+    assert data.name == "mnist" and data.fallback_reason is None and data.target_accuracy == 0.96
+    assert data.train_x.shape == (60, 1, 28, 28) and data.test_x.shape == (20, 1, 28, 28)
+    assert data.train_x.dtype == np.float32 and data.train_y.dtype == np.int64
+    np.testing.assert_allclose(data.test_x[:, 0], arrays["test_images"] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(data.train_y, arrays["train_labels"])
+    assert sorted(p.name for p in (cache / "mnist").iterdir()) == sorted(capstone.IDX_FILES.values())
+    fetch = CountingFetch(tmp_path / "mirror")
+    monkeypatch.setattr(capstone, "fetch_url", fetch)
+    again = capstone.load_data("mnist", mirrors=["https://mirror.invalid/mnist/"], cache_dir=cache, limit_train=10)
+    assert fetch.urls == [] and again.name == "mnist" and len(again.train_y) == 10
+    offline = capstone.load_data("mnist", offline=True, cache_dir=cache)  # the cache needs no network
+    assert offline.name == "mnist" and offline.fallback_reason is None
+
+
+def test_download_goes_to_the_next_mirror_and_refetches_a_corrupt_cache(tmp_path, monkeypatch):
+    fake_mnist(tmp_path / "mirror", size=12)
+    fetch = CountingFetch(tmp_path / "mirror")
+    monkeypatch.setattr(capstone, "fetch_url", fetch)
+    monkeypatch.setattr(capstone, "network_available", lambda host, timeout_s=3.0: host[0] != "down.invalid")
+    cache = tmp_path / "cache"
+    data = capstone.load_data("fashion_mnist", mirrors=["https://down.invalid/", "https://up.invalid/f/"],
+                              cache_dir=cache)
+    assert data.name == "fashion_mnist" and data.image_size == 12 and len(fetch.urls) == 4
+    assert all(url.startswith("https://up.invalid/f/") for url in fetch.urls)
+    (cache / "fashion_mnist" / capstone.IDX_FILES["train_labels"]).write_bytes(b"garbage")  # a corrupt cache
+    data = capstone.load_data("fashion_mnist", mirrors=["https://up.invalid/f/"], cache_dir=cache)
+    assert data.name == "fashion_mnist" and len(fetch.urls) == 8  # every file fetched again, then read
+    assert data.class_names[0] == "T-shirt/top" and data.target_accuracy == capstone.DATASETS["fashion_mnist"]["target"]
+
+
+def test_a_corrupt_download_falls_back_to_the_digits_and_keeps_nothing(tmp_path, monkeypatch):
+    fake_mnist(tmp_path / "mirror")
+    (tmp_path / "mirror" / capstone.IDX_FILES["test_images"]).write_bytes(gzip.compress(b"\x00\x00\x08\x03short"))
+    monkeypatch.setattr(capstone, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    data = capstone.load_data("mnist", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
+    assert data.name == "digits" and "download failed" in data.fallback_reason and "truncated" in data.fallback_reason
+    assert not any((tmp_path / "cache" / "mnist").iterdir())  # no half-valid files left to trust next time
+
+
+def test_files_that_are_not_mnist_like_are_rejected(tmp_path, monkeypatch):
+    arrays = fake_mnist(tmp_path / "mirror")
+    write_idx(tmp_path / "mirror" / capstone.IDX_FILES["train_labels"], arrays["train_labels"][:-1])
+    monkeypatch.setattr(capstone, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    data = capstone.load_data("mnist", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
+    assert data.name == "digits" and "one per image" in data.fallback_reason
+
+
+def test_real_fetch_url_writes_atomically(tmp_path):
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"0123456789" * 1000)
+    REAL_FETCH(source.as_uri(), tmp_path / "sub" / "copy.bin")
+    assert (tmp_path / "sub" / "copy.bin").read_bytes() == source.read_bytes()
+    with pytest.raises(OSError):
+        REAL_FETCH((tmp_path / "missing.bin").as_uri(), tmp_path / "sub" / "never.bin")
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["copy.bin"]  # no .part file left behind
+
+
 def test_fallback_dataset_loads_offline_with_the_right_shapes(digits):
     data = capstone.load_data("mnist")
-    assert data.name == "digits" and "no network" in data.fallback_reason
+    assert data.name == "digits" and "cannot be reached" in data.fallback_reason
     assert len(data.train_y) + len(data.test_y) == 1797 and len(data.test_y) == 359
     assert data.train_x.shape == (len(data.train_y), 1, 8, 8) and data.test_x.shape == (359, 1, 8, 8)
     assert data.train_x.dtype == np.float32 and data.train_y.dtype == np.int64
@@ -65,6 +196,7 @@ def test_fallback_dataset_loads_offline_with_the_right_shapes(digits):
     assert set(np.unique(data.train_y)) == set(range(10)) and set(np.unique(data.test_y)) <= set(range(10))
     assert data.image_size == 8 and data.num_classes == 10 and data.target_accuracy == 0.95
     assert "fallback because" in data.describe() and "8x8" in data.describe()
+    assert "measured" in data.target_source
     np.testing.assert_array_equal(data.train_y, digits.train_y)  # the same seed gives the same split
 
 
@@ -80,31 +212,10 @@ def test_offline_variable_and_argument_skip_the_download(monkeypatch):
     assert capstone.load_data("digits").fallback_reason is None
 
 
-def test_a_failing_download_falls_back_with_its_reason(monkeypatch):
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
-
-    def broken():
-        raise OSError("URL fetch failure")
-
-    monkeypatch.setattr(capstone, "import_keras", broken)
-    data = capstone.load_data("mnist")
-    assert data.name == "digits" and "download failed" in data.fallback_reason and "URL fetch" in data.fallback_reason
-
-
-def test_the_keras_path_builds_28x28_data(monkeypatch):
-    """With Keras answering (faked here: no download), the data keep Keras' arrays, scaled by 255."""
-    rng = np.random.default_rng(0)
-    arrays = ((rng.integers(0, 256, (50, 28, 28), dtype=np.uint8), rng.integers(0, 10, 50)),
-              (rng.integers(0, 256, (20, 28, 28), dtype=np.uint8), rng.integers(0, 10, 20)))
-    fake = types.SimpleNamespace(datasets=types.SimpleNamespace(fashion_mnist=types.SimpleNamespace(
-        load_data=lambda: arrays)))
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
-    monkeypatch.setattr(capstone, "import_keras", lambda: fake)
-    data = capstone.load_data("fashion_mnist", limit_train=30)
-    assert data.name == "fashion_mnist" and data.fallback_reason is None and data.target_accuracy == 0.85
-    assert data.train_x.shape == (30, 1, 28, 28) and data.test_x.shape == (20, 1, 28, 28)
-    assert data.class_names[0] == "T-shirt/top"
-    np.testing.assert_allclose(data.test_x[:, 0], arrays[1][0] / 255.0, rtol=1e-6)
+def test_every_dataset_documents_its_target():
+    for name, info in capstone.DATASETS.items():
+        assert 0.5 < info["target"] < 1 and len(info["target_note"]) > 40, name
+    assert "not yet measured" in capstone.DATASETS["mnist"]["target_note"]
 
 
 def test_subset_is_random_deterministic_and_bounded(digits):
@@ -134,7 +245,11 @@ def test_network_probe_against_local_sockets():
     (lambda: capstone.load_data("mnist", timeout_s=0), ValueError),
     (lambda: capstone.load_digits_data(test_fraction=1.5), ValueError),
     (lambda: REAL_PROBE("localhost"), TypeError),
-    (lambda: REAL_PROBE(timeout_s=-1), ValueError),
+    (lambda: REAL_PROBE(("localhost", 1), timeout_s=-1), ValueError),
+    (lambda: capstone.download_dataset("digits"), ValueError),
+    (lambda: capstone.download_dataset("mnist", mirrors=5), TypeError),
+    (lambda: capstone.download_dataset("mnist", mirrors=["ftp://example.org/"]), ValueError),
+    (lambda: capstone.download_dataset("mnist", download="yes"), TypeError),
 ])
 def test_data_functions_reject_bad_arguments(call, error):
     with pytest.raises(error):
@@ -151,13 +266,6 @@ def test_image_data_rejects_malformed_arrays(digits):
     with pytest.raises(ValueError, match="target_accuracy"):
         ImageData("digits", "x", digits.raw_train, digits.train_y, digits.raw_test, digits.test_y, 16.0,
                   digits.class_names, 1.5)
-
-
-def test_quiet_stderr_hides_c_level_output_and_restores_it(capfd):
-    with capstone.quiet_stderr():
-        os.write(2, b"hidden line from a C library\n")
-    os.write(2, b"visible\n")
-    assert capfd.readouterr().err == "visible\n"
 
 
 # --------------------------------------------------------------------------- the model
@@ -395,3 +503,29 @@ def test_utilisation_must_be_a_fraction():
         capstone.compare_costs(1.0, 1.0, 1000, utilisation=0)
     with pytest.raises(TypeError, match="comparison"):
         capstone.plot_costs("cheap", 1.0, 1000, 0.3, 0.2)
+
+
+def test_show_table_prints_markdown_outside_jupyter(capsys):
+    capstone.show_table(["a", "b"], [[1, 2], ["x", "y"]])
+    assert capsys.readouterr().out.splitlines() == ["| a | b |", "| --- | --- |", "| 1 | 2 |", "| x | y |"]
+
+
+def test_show_speedups_and_plot_examples_draw(digits, capsys):
+    rows = [{"technique": "base", "images_per_s": 100.0, "throughput_speedup": 1.0, "time_to_accuracy_s": 2.0,
+             "tta_speedup": 1.0},
+            {"technique": "fast", "images_per_s": 300.0, "throughput_speedup": 3.0, "time_to_accuracy_s": None,
+             "tta_speedup": None}]
+    capstone.show_speedups(rows, 0.9, title="t")
+    text = capsys.readouterr().out
+    assert "time to 90%" in text and "3.00x" in text and "not reached" in text
+    capstone.plot_examples(digits, count=4)
+    with pytest.raises(ValueError, match="rows"):
+        capstone.show_speedups([{"technique": "x"}])
+    with pytest.raises(TypeError, match="data"):
+        capstone.plot_examples("digits")
+
+
+def test_live_plot_start_outside_jupyter_shows_nothing():
+    plot = capstone.LivePlot(target=0.9)
+    plot.start()
+    assert plot.handle is None

@@ -360,3 +360,55 @@ def test_peak_memory_bytes_on_cuda() -> None:
 
     assert peak_memory_bytes(allocate, "cuda") >= 4 * 2**20
     assert peak_memory_bytes(allocate, torch.device("cuda:0")) >= 4 * 2**20
+
+
+@pytest.mark.parametrize("n, micro", [(64, 16), (50, 16), (7, 100), (33, 1)])
+def test_accumulate_gradients_equals_one_big_backward_pass(n, micro) -> None:
+    torch.manual_seed(n)
+    model = nn.Sequential(nn.Linear(6, 9), nn.Tanh(), nn.Linear(9, 3))
+    x, y = torch.randn(n, 6), torch.randint(0, 3, (n,))
+    loss = precision.accumulate_gradients(model, x, y, micro)
+    accumulated = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    full = F.cross_entropy(model(x), y)
+    full.backward()
+    assert loss == pytest.approx(full.item(), rel=1e-5)
+    for a, b in zip(accumulated, model.parameters()):
+        torch.testing.assert_close(a, b.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_accumulate_gradients_validates() -> None:
+    model = nn.Linear(2, 2)
+    x, y = torch.randn(4, 2), torch.randint(0, 2, (4,))
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        precision.accumulate_gradients(model, x, y, 0)
+    with pytest.raises(ValueError, match="same"):
+        precision.accumulate_gradients(model, x, y[:3], 2)
+    with pytest.raises(TypeError, match="model"):
+        precision.accumulate_gradients("model", x, y, 2)
+    with pytest.raises(TypeError, match="loss_fn"):
+        precision.accumulate_gradients(model, x, y, 2, loss_fn=3)
+
+
+def test_parse_oom_message_reads_each_number() -> None:
+    message = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which "
+               "3.81 MiB is free. Of the allocated memory 78.10 GiB is allocated by PyTorch, and 512.00 KiB is "
+               "reserved by PyTorch but unallocated.")
+    assert precision.parse_oom_message(message) == {
+        "tried_to_allocate": 20 * 2**20, "total_capacity": round(79.15 * 2**30), "free": round(3.81 * 2**20),
+        "allocated_by_pytorch": round(78.10 * 2**30), "reserved_unallocated": 512 * 2**10}
+    assert precision.parse_oom_message("Tried to allocate 1.50 GiB") == {"tried_to_allocate": round(1.5 * 2**30)}
+    with pytest.raises(ValueError, match="out-of-memory"):
+        precision.parse_oom_message("RuntimeError: shapes do not match")
+    with pytest.raises(TypeError):
+        precision.parse_oom_message(None)
+
+
+def test_plot_loss_scales_draws_and_validates() -> None:
+    ax = precision.plot_loss_scales([4.0, 8.0, 4.0], [4.0, 8.0, 4.0], [False, True, False], title="t")
+    assert ax.get_ylabel() == "log2(loss scale)" and len(ax.lines) == 2
+    with pytest.raises(ValueError):
+        precision.plot_loss_scales([1.0], [1.0, 2.0], [False])
+    with pytest.raises(ValueError):
+        precision.plot_loss_scales([0.0], [1.0], [False])
+    plt.close("all")

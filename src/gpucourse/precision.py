@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_number, one_of, positive_int, positive_number
@@ -525,7 +525,85 @@ def peak_memory_bytes(fn: Callable[[], object], device: object) -> int:
     return int(torch.cuda.max_memory_allocated(device) - start)
 
 
+def plot_loss_scales(reference: Sequence[float], yours: Sequence[float], skipped: Sequence[bool], title: str = "",
+                     ax=None):
+    """log2 of the loss scale at each step for GradScaler and for your scaler, skipped steps in red; return the Axes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    reference, yours, skipped = list(reference), list(yours), [bool(s) for s in skipped]
+    if not yours or len(skipped) != len(yours) or not all(isinstance(v, numbers.Real) and v > 0
+                                                          for v in reference + yours):
+        raise ValueError("reference and yours must be positive scales, and skipped one flag per step of yours")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 3))
+    ax.plot(np.log2(reference), label="torch.amp.GradScaler", linewidth=3, alpha=0.5)
+    ax.plot(np.log2(yours), label="your DynamicLossScaler", linestyle="--")
+    steps = np.flatnonzero(skipped)
+    ax.scatter(steps, np.log2(np.array(yours))[steps], color="red", zorder=3, label="skipped step (overflow)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("log2(loss scale)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def accumulate_gradients(model: object, x: object, y: object, micro_batch_size: int,
+                         loss_fn: Callable | None = None) -> float:
+    """Add to the model's .grad the gradient of the mean loss over (x, y), computed micro-batch by micro-batch.
+
+    Each micro-batch's mean loss is weighted by its share of the batch, so the gradients add up to those of one
+    backward pass over the whole batch, while only one micro-batch's activations are alive at a time. Returns the
+    batch's mean loss. The caller zeroes the gradients before and takes the optimizer step after.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or len(x) != len(y) or len(x) == 0:
+        raise ValueError("x and y must be tensors with the same, non-zero number of examples")
+    size = positive_int("micro_batch_size", micro_batch_size)
+    loss_fn = F.cross_entropy if loss_fn is None else loss_fn
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    total = 0.0
+    for start in range(0, len(x), size):
+        share = len(x[start:start + size]) / len(x)
+        loss = loss_fn(model(x[start:start + size]), y[start:start + size]) * share
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+_OOM_FIELDS = {
+    "tried_to_allocate": r"Tried to allocate ([\d.]+ [KMGT]?i?B)",
+    "total_capacity": r"total capacity of ([\d.]+ [KMGT]?i?B)",
+    "free": r"of which ([\d.]+ [KMGT]?i?B) is free",
+    "allocated_by_pytorch": r"([\d.]+ [KMGT]?i?B) is allocated by PyTorch",
+    "reserved_unallocated": r"([\d.]+ [KMGT]?i?B) is reserved by PyTorch but unallocated",
+}
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def parse_oom_message(message: str) -> dict[str, int]:
+    """The byte counts in a PyTorch CUDA out-of-memory message (those it contains), keyed by what each one means."""
+    import re
+
+    if not isinstance(message, str):
+        raise TypeError(f"message must be a str (str(error) of a torch.OutOfMemoryError), got {type(message).__name__}")
+    found = {}
+    for key, pattern in _OOM_FIELDS.items():
+        match = re.search(pattern, message)
+        if match:
+            number, unit = match.group(1).split()
+            found[key] = round(float(number) * _UNITS[unit])
+    if not found:
+        raise ValueError("message holds none of the numbers of a CUDA out-of-memory error ('Tried to allocate ...')")
+    return found
+
+
 __all__ = ["FORMATS", "LOW_PRECISION", "FormatFacts", "format_facts", "format_table", "representable_values",
            "plot_format_ranges", "plot_number_line", "CastReport", "gradient_cast_report", "plot_gradient_histogram",
            "autocast_dtype", "OpRecord", "autocast_op_dtypes", "MemoryBreakdown", "tensor_memory",
-           "saved_tensor_bytes", "peak_memory_bytes"]
+           "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients", "parse_oom_message", "plot_loss_scales"]

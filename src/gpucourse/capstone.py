@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from gpucourse._validate import list_of, non_negative_int, non_negative_number, one_of, positive_int, positive_number
+from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-exported: lessons import them from here)
 
 # --------------------------------------------------------------------------- data
 
@@ -950,33 +951,6 @@ def plot_examples(data: ImageData, count: int = 10) -> None:
         ax.axis("off")
     fig.suptitle(f"the first training images ({data.name}, {data.image_size}x{data.image_size})", fontsize=9, y=1.08)
     plt.show()
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A Markdown table (show it with IPython.display.Markdown)."""
-    header = [str(h) for h in header]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for row in rows:
-        row = list(row)
-        if len(row) != len(header):
-            raise ValueError(f"every row must have {len(header)} cells, got {len(row)}: {row!r}")
-        lines.append("| " + " | ".join(str(value) for value in row) + " |")
-    return "\n".join(lines)
-
-
-def show_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    """Display a Markdown table in Jupyter (printed as Markdown text elsewhere)."""
-    text = markdown_table(header, rows)
-    try:
-        from IPython import get_ipython
-        from IPython.display import Markdown, display
-    except ImportError:
-        print(text)
-        return
-    if get_ipython() is None:
-        print(text)
-    else:
-        display(Markdown(text))
 
 
 # --------------------------------------------------------------------------- Keras twin

@@ -241,7 +241,8 @@ def use_cuda_or_simulator(prefer: str = "auto", verbose: bool = True) -> str:
     if not isinstance(verbose, bool):
         raise TypeError(f"verbose must be True or False, got {type(verbose).__name__} ({verbose!r})")
     if importlib.util.find_spec("numba") is None:
-        raise ImportError("Numba is not installed: pip install numba (Google Colab already has it)")
+        raise ImportError("Numba is not installed: pip install numba (on Colab, re-run the notebook's setup cell: "
+                          "it installs numba)")
     if "numba.cuda" in sys.modules:  # too late to choose: report what is in use, or explain how to switch
         from numba.core import config
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucourse._validate import positive_int, positive_number
+from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-exported: lessons import them from here)
 
 GIB = 2**30
 
@@ -238,8 +239,8 @@ class _Nvml:
         try:
             import pynvml
         except ImportError as error:
-            raise ImportError("GPU metrics need nvidia-ml-py: pip install nvidia-ml-py (Colab: already there "
-                              "on GPU runtimes, or pip install 'gpucourse[gpu]')") from error
+            raise ImportError("GPU metrics need nvidia-ml-py: pip install nvidia-ml-py (on Colab, re-run the "
+                              "notebook's setup cell: it installs nvidia-ml-py)") from error
         self._nvml = pynvml
         pynvml.nvmlInit()
         try:
@@ -537,35 +538,6 @@ def plot_runs(runs: dict, key: str | None = None):
 
 
 # --------------------------------------------------------------------------- tables
-
-def markdown_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
-    """Rows as a Markdown table (every row as long as the header)."""
-    if isinstance(header, (str, bytes)) or not isinstance(header, Sequence) or not header:
-        raise TypeError(f"header must be a non-empty list of column titles, got {header!r}")
-    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
-        raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
-    for index, row in enumerate(rows):
-        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != len(header):
-            raise ValueError(f"rows[{index}] must be a list of {len(header)} values (one per column), got {row!r}")
-    lines = ["| " + " | ".join(str(title) for title in header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join(str(value) for value in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def show_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> None:
-    """Display rows as a Markdown table in a notebook (printed as text elsewhere)."""
-    text = markdown_table(header, rows)
-    try:
-        from IPython import get_ipython
-        from IPython.display import Markdown, display
-    except ImportError:
-        print(text)
-        return
-    if get_ipython() is None:
-        print(text)
-    else:
-        display(Markdown(text))
-
 
 # --------------------------------------------------------------------------- the PyTorch profiler, read narrowly
 

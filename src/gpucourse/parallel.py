@@ -1513,7 +1513,7 @@ def configure_tf_devices(count: int = 2, kind: str = "auto", memory_limit_mb: in
         raise RuntimeError(
             f"TensorFlow has already started in this kernel, with {len(current)} logical {device_type} device(s) "
             f"{current}: logical devices can only be configured before TensorFlow's first operation. Restart the "
-            "kernel (Kernel > Restart), then run the setup and imports cells before any other TensorFlow code."
+            "kernel (Colab: Runtime > Restart session; Jupyter: Kernel > Restart), then run the setup and imports cells before any other TensorFlow code."
         ) from None
     if again:
         print(f"TensorFlow already has these {count} logical {device_type} devices (configured earlier in this "

@@ -177,7 +177,7 @@ def show_table(header: Iterable[object], rows: Iterable[Iterable[object]]) -> No
     except ImportError:
         print(text)
         return
-    if get_ipython() is None:
+    if getattr(get_ipython(), "kernel", None) is None:  # no notebook front end (plain Python, terminal IPython)
         print(text)
     else:
         display(Markdown(text))

@@ -303,3 +303,16 @@ def test_off_limits_rejects_bad_arguments(helpers, exercise, error) -> None:
 
     with pytest.raises(error, match="helpers|exercise"):
         off_limits(*helpers, exercise=exercise, namespace={})
+
+
+def test_failed_check_renders_a_short_traceback_without_package_frames():
+    def answer_cell():
+        check("f(2)", 3, 4, hint="add two, not one")
+
+    with pytest.raises(CheckFailed) as caught:
+        answer_cell()
+    lines = caught.value._render_traceback_()
+    assert lines[0] == "CheckFailed: f(2): yours 3, expected 4 (0.75x the expected value)"
+    assert lines[1] == "  Hint: add two, not one"
+    assert any("answer_cell()" in line and 'check("f(2)"' in line for line in lines[2:])
+    assert not any("in _fail()" in line or "in check()" in line for line in lines)

@@ -3,13 +3,37 @@
 from __future__ import annotations
 
 import numbers
+import sysconfig
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from gpucourse._validate import non_negative_number
 
 
+# Frames in these folders (this package, installed packages such as IPython, the standard library) are not the
+# learner's: a failed check's traceback leaves them out.
+_LIBRARY_DIRS = tuple({str(Path(__file__).resolve().parent)} | {str(Path(sysconfig.get_paths()[key]).resolve())
+                                                                for key in ("purelib", "platlib", "stdlib")})
+
+
+def _learner_frames(error: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of ``error``'s traceback outside the package, installed libraries and the standard library."""
+    return [frame for frame in traceback.extract_tb(error.__traceback__)
+            if not str(Path(frame.filename).resolve()).startswith(_LIBRARY_DIRS)]
+
+
 class CheckFailed(AssertionError):
     """An exercise answer that does not match; the message says how and hints at a fix."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's traceback for this error: the message and the notebook lines that led to it, no package frames."""
+        lines = f"{type(self).__name__}: {self}".splitlines()
+        for frame in _learner_frames(self)[-3:]:
+            if frame.line:
+                where = "this cell" if frame.name == "<module>" else f"{frame.name}()"
+                lines.append(f"    in {where}, line {frame.lineno}: {frame.line}")
+        return lines
 
 
 def _describe(value: object) -> str:

@@ -121,12 +121,12 @@ def failure_message(outputs: Sequence[dict]) -> str:
     """Why a test cell failed, from its outputs: the error's message and hint, never the traceback's source lines."""
     errors = [o for o in outputs if o.get("output_type") == "error"]
     if errors:
-        name, value = errors[-1].get("ename", "Error"), _short(errors[-1].get("evalue", ""))
+        name, value = errors[-1].get("ename", "Error"), ANSI_ESCAPE.sub("", errors[-1].get("evalue", "")).strip()
         if name == "NotImplementedError":
             return "not answered yet"
         if name == "CheckFailed" and value:
-            return value
-        return f"{name}: {value}" if value else name
+            return _short(value)
+        return _short(f"{name}: {value}" if value else name)
     if any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in outputs):
         return "the test cell wrote to stderr (a warning or an error message counts as a failure)"
     return "failed"

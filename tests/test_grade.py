@@ -14,6 +14,7 @@ from notebook_utils import (HIDDEN_REGION, ROOT, SOLUTION_REGION, cell_by_grade_
                             solution_path, source, wrong_answers)
 
 LESSONS = grade.course_lessons(ROOT)
+LESSON = "00_getting_started"
 
 
 def _error(ename: str, evalue: str) -> dict:
@@ -65,6 +66,23 @@ def test_the_learner_notebook_is_the_copy_in_work_unless_a_file_is_named(tmp_pat
     assert grade.learner_notebook(str(downloaded), "01_architecture", work) == downloaded
 
 
+def test_a_folder_names_the_notebook_in_it(tmp_path: Path) -> None:
+    assert grade.learner_notebook(str(tmp_path), "01_architecture", ROOT / "work") == tmp_path / "01_architecture.ipynb"
+
+
+def test_a_copy_is_untouched_until_an_answer_cell_changes(tmp_path: Path) -> None:
+    release, copy = release_path(LESSON), tmp_path / f"{LESSON}.ipynb"
+    notebook = load(release)
+    notebook["cells"][0]["source"] = "a learner's note outside the answer cells"
+    copy.write_text(json.dumps(notebook), encoding="utf-8")
+    assert grade.is_untouched(copy, release)
+    cell_by_grade_id(notebook, "written-1")["source"] = "my answer"
+    copy.write_text(json.dumps(notebook), encoding="utf-8")
+    assert not grade.is_untouched(copy, release)
+    copy.write_text("not a notebook", encoding="utf-8")
+    assert not grade.is_untouched(copy, release) and not grade.is_untouched(release, tmp_path / "missing.ipynb")
+
+
 # --------------------------------------------------------------------------- reading results
 
 def test_exercise_labels_are_friendly() -> None:
@@ -84,7 +102,8 @@ def test_an_unanswered_exercise_says_so() -> None:
 
 
 def test_other_errors_show_their_name_and_message_only() -> None:
-    assert grade.failure_message([_error("NameError", "name 'x' is not defined")]) == "NameError: name 'x' is not defined"
+    name_error = grade.failure_message([_error("NameError", "name 'x' is not defined")])
+    assert name_error == "NameError: name 'x' is not defined"
     assert grade.failure_message([_error("AssertionError", "")]) == "AssertionError"
 
 
@@ -105,20 +124,24 @@ def test_cell_results_follow_the_notebook_and_explain_each_failure() -> None:
                 "metadata": {"nbgrader": {"grade": True, "solution": solution, "grade_id": grade_id}}}
 
     notebook = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": []},
-                          cell("ex1-tests", False, []), cell("ex2-tests", False, [_error("CheckFailed", "m\n  Hint: h")]),
+                          cell("ex1-tests", False, []),
+                          cell("ex2-tests", False, [_error("CheckFailed", "m\n  Hint: h")]),
                           cell("ex3-tests", False, [_error("NotImplementedError", "")]),
                           cell("written-1", True, []), cell("written-2", True, [])]}
     scores = {"ex1-tests": (2.0, 2.0), "ex2-tests": (0.0, 3.0), "ex3-tests": (0.0, 1.0),
               "written-1": (None, 2.0), "written-2": (0.0, 1.0)}
     assert grade.cell_results(notebook, scores) == [
-        grade.CellResult("ex1-tests", 2.0, 2.0, False, ""), grade.CellResult("ex2-tests", 0.0, 3.0, False, "m\n  Hint: h"),
+        grade.CellResult("ex1-tests", 2.0, 2.0, False, ""),
+        grade.CellResult("ex2-tests", 0.0, 3.0, False, "m\n  Hint: h"),
         grade.CellResult("ex3-tests", 0.0, 1.0, False, "not answered yet"),
-        grade.CellResult("written-1", None, 2.0, True, ""), grade.CellResult("written-2", 0.0, 1.0, True, "not answered yet")]
+        grade.CellResult("written-1", None, 2.0, True, ""),
+        grade.CellResult("written-2", 0.0, 1.0, True, "not answered yet")]
 
 
 # --------------------------------------------------------------------------- the report
 
-RESULTS = [grade.CellResult("ex1-tests", 1.0, 1.0, False), grade.CellResult("ex2-tests", 0.0, 2.5, False, "m\n  Hint: h"),
+RESULTS = [grade.CellResult("ex1-tests", 1.0, 1.0, False),
+           grade.CellResult("ex2-tests", 0.0, 2.5, False, "m\n  Hint: h"),
            grade.CellResult("written-1", None, 2.0, True)]
 
 
@@ -137,7 +160,8 @@ def test_the_lesson_table_shows_points_hints_and_written_answers_apart() -> None
 
 
 def test_the_progress_table_covers_every_lesson_and_says_which_are_not_started() -> None:
-    table = grade.progress_table({"00_x": 3.5, "01_y": 4.0, "02_z": 1.0}, {"00_x": RESULTS, "02_z": "could not be graded"})
+    possible = {"00_x": 3.5, "01_y": 4.0, "02_z": 1.0}
+    table = grade.progress_table(possible, {"00_x": RESULTS, "02_z": "could not be graded"})
     rows = [line.split() for line in table.splitlines()]
     assert rows[1] == ["00_x", "1", "of", "2", "1", "/", "3.5", "in", "progress"]
     assert rows[2] == ["01_y", "-", "0", "/", "4", "not", "started"]
@@ -177,14 +201,34 @@ def test_with_no_copies_every_lesson_is_not_started(tmp_path: Path, capsys) -> N
     assert all(re.search(rf"^{lesson}\s+-\s+0 / \S+\s+not started$", out, re.M) for lesson in LESSONS)
 
 
+def test_untouched_copies_are_not_started_and_not_run(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`make lab` copies every lesson: the copies nobody has answered yet are listed, not executed."""
+    (tmp_path / LESSON).mkdir()
+    (tmp_path / LESSON / f"{LESSON}.ipynb").write_bytes(release_path(LESSON).read_bytes())
+    monkeypatch.setattr(grade, "grade_notebook", lambda *args: pytest.fail("an untouched copy was run"))
+    assert main(["grade", "--course", str(ROOT), "--work", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"Not started (no answer written yet, nothing to run): {LESSON}" in out
+    assert re.search(rf"^{LESSON}\s+-\s+0 / 7\s+not started$", out, re.M), out
+
+
+def test_a_notebook_nbgrader_cannot_grade_is_reported_and_exits_1(tmp_path: Path, capsys, monkeypatch) -> None:
+    def fail(*args) -> None:
+        raise grade.GradingError("nbgrader autograde failed:\nthe file is not a notebook")
+
+    (tmp_path / LESSON).mkdir()
+    (tmp_path / LESSON / f"{LESSON}.ipynb").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(grade, "grade_notebook", fail)
+    assert main(["grade", "00", "--course", str(ROOT), "--work", str(tmp_path)]) == 1
+    assert "could not grade 00_getting_started: nbgrader autograde failed" in capsys.readouterr().out
+
+
 def test_make_grade_runs_the_grade_command_with_the_lesson() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^grade: setup +## .+\n\t\$\(BIN\)/python -m gpucourse grade \$\(LESSON\)$", makefile, re.M)
 
 
 # --------------------------------------------------------------------------- end to end
-
-LESSON = "00_getting_started"
 
 
 def _learner_copy(work: Path) -> Path:

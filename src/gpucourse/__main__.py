@@ -1,4 +1,4 @@
-"""Command line: ``python -m gpucourse doctor`` (environment check), ``selftest`` (GPU self-test), ``record``, ``grade``."""
+"""Command line: ``python -m gpucourse doctor`` (setup), ``selftest`` (GPU), ``record``, ``grade`` (your score)."""
 
 from __future__ import annotations
 

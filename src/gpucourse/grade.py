@@ -93,10 +93,26 @@ def lesson_points(course_root: Path, lesson: str) -> tuple[float, float]:
 
 
 def learner_notebook(argument: str | None, lesson: str, work: Path) -> Path:
-    """The learner's notebook: the file ``argument`` names if it is one, else work/<lesson>/<lesson>.ipynb."""
+    """The learner's notebook: the file or folder ``argument`` names if it exists, else work/<lesson>/<lesson>.ipynb."""
     if argument is not None and Path(argument).is_file():
         return Path(argument)
-    return work / lesson / f"{lesson}.ipynb"
+    folder = Path(argument) if argument is not None and Path(argument).is_dir() else work / lesson
+    return folder / f"{lesson}.ipynb"
+
+
+def _answers(notebook: dict) -> dict[str, str]:
+    """grade_id -> source of every answer cell (nbgrader solution cells) of a notebook."""
+    cells = [c for c in notebook.get("cells", []) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    return {c["metadata"]["nbgrader"].get("grade_id", ""): "".join(c.get("source", "")) for c in cells}
+
+
+def is_untouched(notebook: Path, release: Path) -> bool:
+    """True if every answer cell of ``notebook`` is as in the student version ``release`` (the lesson not started)."""
+    try:
+        mine, given = (json.loads(path.read_text("utf-8")) for path in (notebook, release))
+    except (OSError, ValueError):
+        return False
+    return bool(_answers(given)) and _answers(mine) == _answers(given)
 
 
 # --------------------------------------------------------------------------- reading results
@@ -154,7 +170,8 @@ def cell_results(autograded: dict, scores: dict[str, tuple[float | None, float]]
 def _nbgrader(scratch: Path, *args: str) -> None:
     """Run one nbgrader command on the throw-away course in ``scratch``; GradingError with its output if it fails."""
     overrides = [f"--CourseDirectory.root={scratch}", f"--CourseDirectory.db_url=sqlite:///{scratch / 'gradebook.db'}",
-                 "--CourseDirectory.source_directory=source", f"--CourseDirectory.release_directory={scratch / 'release'}",
+                 "--CourseDirectory.source_directory=source",
+                 f"--CourseDirectory.release_directory={scratch / 'release'}",
                  "--CourseDirectory.submitted_directory=submitted", "--CourseDirectory.autograded_directory=autograded"]
     environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args, *overrides, "--log-level=ERROR"], cwd=scratch,
@@ -261,7 +278,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The grade command's options."""
     parser.add_argument("lesson", nargs="?", metavar="LESSON",
                         help="a lesson ('01', '01_architecture' or the path of your notebook); default: all lessons")
-    parser.add_argument("--work", type=Path, metavar="DIR", help="your copies of the lessons (default: work/ in the course)")
+    parser.add_argument("--work", type=Path, metavar="DIR",
+                        help="your copies of the lessons (default: work/ in the course)")
     parser.add_argument("--course", type=Path, metavar="DIR",
                         help="the course checkout with solutions/ (default: found above the current folder)")
 
@@ -280,24 +298,37 @@ def _grade_one(course_root: Path, lesson: str, notebook: Path) -> list[CellResul
     return results
 
 
+def _chosen_notebooks(args: argparse.Namespace, course_root: Path, lessons: list[str]) -> dict[str, Path]:
+    """lesson -> the learner's notebook to grade: the one LESSON names, else every copy in work/ (ValueError if bad)."""
+    work = args.work if args.work is not None else course_root / "work"
+    if args.work is not None and not work.is_dir():
+        raise ValueError(f"--work {work}: no such folder")
+    if args.lesson is None:
+        return {lesson: work / lesson / f"{lesson}.ipynb" for lesson in lessons}
+    lesson = resolve_lesson(args.lesson, lessons)
+    notebook = learner_notebook(args.lesson, lesson, work)
+    if not notebook.is_file():
+        raise ValueError(f"LESSON {args.lesson!r}: no copy at {notebook} (`make lab` makes your copies)")
+    return {lesson: notebook}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Grade one lesson or every lesson with a copy in work/; 0 whatever the answers, 2 on a usage error."""
+    """Grade one lesson or every started lesson in work/; 0 whatever the answers, 2 on a usage error."""
     try:
         course_root = find_course_root(args.course, [Path.cwd(), Path(__file__).resolve().parent])
         lessons = course_lessons(course_root)
-        work = args.work if args.work is not None else course_root / "work"
-        if args.work is not None and not work.is_dir():
-            raise ValueError(f"--work {work}: no such folder")
-        chosen = lessons if args.lesson is None else [resolve_lesson(args.lesson, lessons)]
-        notebooks = {lesson: learner_notebook(args.lesson, lesson, work) for lesson in chosen}
-        if args.lesson is not None and not notebooks[chosen[0]].is_file():
-            raise ValueError(f"LESSON {args.lesson!r}: no copy at {notebooks[chosen[0]]} (`make lab` makes your copies)")
+        notebooks = _chosen_notebooks(args, course_root, lessons)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    graded = {lesson: _grade_one(course_root, lesson, path) for lesson, path in notebooks.items() if path.is_file()}
-    if not graded:
-        print(f"No lesson started: no copies in {work} (`make lab` makes them).")
+    if args.lesson is None:
+        release = course_root / "notebooks"
+        untouched = [lesson for lesson, path in notebooks.items()
+                     if path.is_file() and is_untouched(path, release / lesson / f"{lesson}.ipynb")]
+        if untouched:
+            print(f"Not started (no answer written yet, nothing to run): {', '.join(untouched)}\n", flush=True)
+        notebooks = {lesson: path for lesson, path in notebooks.items() if path.is_file() and lesson not in untouched}
+    graded = {lesson: _grade_one(course_root, lesson, path) for lesson, path in notebooks.items()}
     if args.lesson is None:
         possible = {lesson: lesson_points(course_root, lesson)[0] for lesson in lessons}
         print(f"Progress over all lessons (automatic points; written answers are graded by your instructor)\n\n"

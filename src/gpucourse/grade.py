@@ -24,7 +24,7 @@ STUDENT = "me"
 MAX_MESSAGE_LINES = 6
 MAX_LINE_CHARS = 240
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-WRITTEN_NOTE = "graded by your instructor / compare with the rubric"
+WRITTEN_NOTE = "answered: graded by your instructor (on your own: compare with the rubric)"
 
 
 class GradingError(RuntimeError):
@@ -287,7 +287,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _grade_one(course_root: Path, lesson: str, notebook: Path) -> list[CellResult] | str:
     """Grade one lesson, saying what runs; the results, or why it could not be graded."""
     print(f"Grading {lesson}: running {notebook} with the full tests, hidden ones included "
-          "(your file is not changed; this takes 10-60 s) ...", flush=True)
+          "(your file is not changed; this takes about as long as running the lesson) ...", flush=True)
     started = time.perf_counter()
     try:
         results = grade_notebook(course_root, lesson, notebook)

@@ -130,7 +130,7 @@ def test_cell_results_follow_the_notebook_and_explain_each_failure() -> None:
                           cell("written-1", True, []), cell("written-2", True, [])]}
     scores = {"ex1-tests": (2.0, 2.0), "ex2-tests": (0.0, 3.0), "ex3-tests": (0.0, 1.0),
               "written-1": (None, 2.0), "written-2": (0.0, 1.0)}
-    assert grade.cell_results(notebook, scores) == [
+    assert grade.cell_results(notebook, notebook, scores) == [
         grade.CellResult("ex1-tests", 2.0, 2.0, False, ""),
         grade.CellResult("ex2-tests", 0.0, 3.0, False, "m\n  Hint: h"),
         grade.CellResult("ex3-tests", 0.0, 1.0, False, "not answered yet"),
@@ -148,6 +148,15 @@ RESULTS = [grade.CellResult("ex1-tests", 1.0, 1.0, False),
 def test_format_table_aligns_columns_and_continues_extra_lines_under_their_column() -> None:
     assert grade.format_table([["a", "bb", "c"], ["ccc", "d\ne", "f"]]).splitlines() == [
         "a    bb  c", "ccc  d   f", "     e"]
+
+
+def test_a_graded_cell_missing_from_the_learners_notebook_scores_zero_and_says_so() -> None:
+    source = {"cells": [{"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "grade_id": "ex1-tests"}}},
+                        {"cell_type": "markdown", "metadata": {"nbgrader": {"grade": True, "grade_id": "written-1",
+                                                                            "solution": True}}}]}
+    assert grade.cell_results(source, {"cells": []}, {"ex1-tests": (None, 2.0), "written-1": (None, 1.0)}) == [
+        grade.CellResult("ex1-tests", 0.0, 2.0, False, grade.MISSING_CELL),
+        grade.CellResult("written-1", 0.0, 1.0, True, grade.MISSING_CELL)]
 
 
 def test_the_lesson_table_shows_points_hints_and_written_answers_apart() -> None:

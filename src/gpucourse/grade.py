@@ -24,6 +24,7 @@ STUDENT = "me"
 MAX_MESSAGE_LINES = 6
 MAX_LINE_CHARS = 240
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+MISSING_CELL = "this cell is missing from your notebook: copy it back from notebooks/ (the lesson as given)"
 WRITTEN_NOTE = "answered: graded by your instructor (on your own: compare with the rubric)"
 
 
@@ -148,20 +149,33 @@ def failure_message(outputs: Sequence[dict]) -> str:
     return "failed"
 
 
-def cell_results(autograded: dict, scores: dict[str, tuple[float | None, float]]) -> list[CellResult]:
-    """The graded cells of an autograded notebook, in notebook order, with scores from the gradebook."""
+def _nbgrader_meta(cell: dict) -> dict:
+    """A cell's nbgrader metadata ({} if none)."""
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _graded_cells(notebook: dict) -> dict[str, dict]:
+    """grade_id -> cell, for every graded cell of a notebook, in notebook order."""
+    return {_nbgrader_meta(c)["grade_id"]: c for c in notebook.get("cells", []) if _nbgrader_meta(c).get("grade")}
+
+
+def cell_results(source: dict, autograded: dict, scores: dict[str, tuple[float | None, float]]) -> list[CellResult]:
+    """The graded cells of the lesson ``source``, in its order, with gradebook scores and the autograded outputs."""
+    yours = _graded_cells(autograded)
     results = []
-    for cell in autograded["cells"]:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or meta.get("grade_id") not in scores:
+    for grade_id, cell in _graded_cells(source).items():
+        if grade_id not in scores:
             continue
-        earned, possible = scores[meta["grade_id"]]
-        written = bool(meta.get("solution"))
-        if written:
-            message = "not answered yet" if earned == 0 else ""
+        earned, possible = scores[grade_id]
+        written = bool(_nbgrader_meta(cell).get("solution"))
+        if grade_id not in yours:
+            results.append(CellResult(grade_id, 0.0, possible, written, MISSING_CELL))
+        elif written:
+            results.append(CellResult(grade_id, earned, possible, True, "not answered yet" if earned == 0 else ""))
         else:
-            message = "" if earned == possible else failure_message(cell.get("outputs", []))
-        results.append(CellResult(meta["grade_id"], earned, possible, written, message))
+            earned = earned or 0.0
+            message = "" if earned == possible else failure_message(yours[grade_id].get("outputs", []))
+            results.append(CellResult(grade_id, earned, possible, False, message))
     return results
 
 
@@ -183,10 +197,13 @@ def _nbgrader(scratch: Path, *args: str) -> None:
 
 def _gradebook_scores(scratch: Path, lesson: str) -> dict[str, tuple[float | None, float]]:
     """grade_id -> (automatic score or None, possible points) from the throw-away gradebook."""
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(f"sqlite:///{scratch / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook(lesson, lesson, STUDENT)
+        try:
+            notebook = gradebook.find_submission_notebook(lesson, lesson, STUDENT)
+        except MissingEntry:
+            raise GradingError("nbgrader autograde stored no grades for this notebook") from None
         return {g.name: (None if g.auto_score is None else float(g.auto_score), float(g.max_score))
                 for g in notebook.grades}
 
@@ -207,8 +224,11 @@ def grade_notebook(course_root: Path, lesson: str, notebook: Path) -> list[CellR
         shutil.copyfile(notebook, submitted)
         _nbgrader(scratch, "generate_assignment", lesson, "--force")
         _nbgrader(scratch, "autograde", lesson, f"--student={STUDENT}", "--force")
-        autograded = json.loads((scratch / "autograded" / STUDENT / lesson / f"{lesson}.ipynb").read_text("utf-8"))
-        return cell_results(autograded, _gradebook_scores(scratch, lesson))
+        autograded = scratch / "autograded" / STUDENT / lesson / f"{lesson}.ipynb"
+        if not autograded.is_file():
+            raise GradingError("nbgrader autograde produced no graded notebook")
+        source = json.loads((scratch / "source" / lesson / f"{lesson}.ipynb").read_text("utf-8"))
+        return cell_results(source, json.loads(autograded.read_text("utf-8")), _gradebook_scores(scratch, lesson))
 
 
 # --------------------------------------------------------------------------- the report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -252,6 +253,15 @@ def _learner_copy(work: Path) -> Path:
     return path
 
 
+def _visible_hint(tests_id: str) -> str:
+    """The hint a test cell of lesson 00's student version gives (its HINT... constant)."""
+    tree = ast.parse(source(cell_by_grade_id(load(release_path(LESSON)), tests_id)))
+    hints = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             and any(getattr(target, "id", "").startswith("HINT") for target in node.targets)]
+    assert len(hints) == 1, f"{tests_id}: expected one HINT constant, found {len(hints)}"
+    return hints[0]
+
+
 def _secret_lines() -> set[str]:
     """Every substantial line of lesson 00's solution code and hidden tests (none may reach the report)."""
     text = "\n".join(source(cell) for cell in load(solution_path(LESSON))["cells"])
@@ -278,7 +288,7 @@ def test_a_learner_sees_exact_points_and_hints_and_their_file_is_untouched(tmp_p
                                   ("Written answer 1", "- / 2", re.escape(grade.WRITTEN_NOTE)),
                                   ("automatic score", "3 / 7", r"\+ 2 points of written answers.*")):
         assert re.search(rf"^\s*(?:{LESSON}\s+)?{label}\s+{points}\s+{result}$", out, re.M), (label, out)
-    assert re.search(r"Exercise 2.*\n\s+Hint: \S+", out), out
+    assert re.search(rf"Exercise 2 .*\n\s+Hint: {re.escape(_visible_hint('ex2-tests'))}$", out, re.M), out
     assert re.search(rf"^{LESSON}\s+2 of 4\s+3 / 7\s+in progress$", out, re.M), out
     assert re.search(r"^01_architecture\s+-\s+0 / \S+\s+not started$", out, re.M), out
     leaked = [line for line in _secret_lines() if line in out]

@@ -27,7 +27,7 @@ def _error(ename: str, evalue: str) -> dict:
 # --------------------------------------------------------------------------- lessons and the course
 
 @pytest.mark.parametrize("argument", ["01", "1", "01_architecture", "work/01_architecture/01_architecture.ipynb",
-                                      "work/01_architecture/", " 01 "])
+                                      "work/01_architecture/", " 01 ", "work/01_architecture/my copy.ipynb"])
 def test_a_lesson_is_named_by_number_name_or_path(argument: str) -> None:
     assert grade.resolve_lesson(argument, LESSONS) == "01_architecture"
 

@@ -71,12 +71,14 @@ def course_lessons(course_root: Path) -> list[str]:
 
 
 def resolve_lesson(argument: str, lessons: Sequence[str]) -> str:
-    """The lesson named by ``argument``: '01', '1', '01_architecture', or a path ending in the lesson's name."""
+    """The lesson named by ``argument``: '01', '1', '01_architecture', or a path to the lesson's notebook or folder."""
     if not isinstance(argument, str) or not argument.strip():
         raise ValueError(f"LESSON must be a lesson number or name, got {argument!r}")
-    name = Path(argument.strip().rstrip("/\\")).name.removesuffix(".ipynb")
-    if name in lessons:
-        return name
+    path = Path(argument.strip().rstrip("/\\"))
+    name = path.name.removesuffix(".ipynb")
+    for candidate in (name, path.parent.name):  # the parent: a renamed copy inside a lesson's folder
+        if candidate in lessons:
+            return candidate
     if name.isdigit():
         matches = [lesson for lesson in lessons if lesson.split("_", 1)[0] == name.zfill(2)]
         if len(matches) == 1:
@@ -85,10 +87,15 @@ def resolve_lesson(argument: str, lessons: Sequence[str]) -> str:
                      + ", ".join(lessons))
 
 
+def _nbgrader_meta(cell: dict) -> dict:
+    """A cell's nbgrader metadata ({} if none)."""
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
 def lesson_points(course_root: Path, lesson: str) -> tuple[float, float]:
     """(automatically graded, written) points of a lesson, from its solution notebook's nbgrader metadata."""
     cells = json.loads((course_root / "solutions" / lesson / f"{lesson}.ipynb").read_text("utf-8"))["cells"]
-    graded = [c["metadata"]["nbgrader"] for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    graded = [_nbgrader_meta(c) for c in cells if _nbgrader_meta(c).get("grade")]
     return (sum(float(m.get("points", 0)) for m in graded if not m.get("solution")),
             sum(float(m.get("points", 0)) for m in graded if m.get("solution")))
 
@@ -103,8 +110,8 @@ def learner_notebook(argument: str | None, lesson: str, work: Path) -> Path:
 
 def _answers(notebook: dict) -> dict[str, str]:
     """grade_id -> source of every answer cell (nbgrader solution cells) of a notebook."""
-    cells = [c for c in notebook.get("cells", []) if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
-    return {c["metadata"]["nbgrader"].get("grade_id", ""): "".join(c.get("source", "")) for c in cells}
+    cells = [c for c in notebook.get("cells", []) if _nbgrader_meta(c).get("solution")]
+    return {_nbgrader_meta(c).get("grade_id", ""): "".join(c.get("source", "")) for c in cells}
 
 
 def is_untouched(notebook: Path, release: Path) -> bool:
@@ -147,11 +154,6 @@ def failure_message(outputs: Sequence[dict]) -> str:
     if any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in outputs):
         return "the test cell wrote to stderr (a warning or an error message counts as a failure)"
     return "failed"
-
-
-def _nbgrader_meta(cell: dict) -> dict:
-    """A cell's nbgrader metadata ({} if none)."""
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def _graded_cells(notebook: dict) -> dict[str, dict]:

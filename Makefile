@@ -20,6 +20,10 @@ lab: setup  ## copy the student notebooks to work/ (never overwriting) and open 
 	$(BIN)/python tools/course.py workspace
 	$(BIN)/jupyter lab --notebook-dir=work
 
+.PHONY: grade
+grade: setup  ## grade your copies in work/ with the full tests, hints for what failed (one lesson: make grade LESSON=01)
+	$(BIN)/python -m gpucourse grade $(LESSON)
+
 test: setup  ## the full test suite (what CI runs)
 	$(BIN)/python -m pytest -n 2 --dist loadscope
 

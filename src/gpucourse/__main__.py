@@ -1,11 +1,11 @@
-"""Command line: ``python -m gpucourse doctor`` (environment check), ``selftest`` (GPU self-test), ``record``."""
+"""Command line: ``python -m gpucourse doctor`` (setup), ``selftest`` (GPU), ``record``, ``grade`` (your score)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from gpucourse import diagnostics, record
+from gpucourse import diagnostics, grade, record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,7 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("selftest", help="check that the GPU path works (skips GPU checks without a GPU)")
     record_parser = sub.add_parser("record", help="run the course's measurement suite and write one JSON record")
     record.add_arguments(record_parser)
+    grade_parser = sub.add_parser("grade", help="grade your copies in work/ with the full tests (hidden ones too)")
+    grade.add_arguments(grade_parser)
     args = parser.parse_args(argv)
+    if args.command == "grade":
+        return grade.run(args)
     if args.command == "record":
         return record.run(args)
     if args.command == "doctor":

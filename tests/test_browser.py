@@ -1,0 +1,258 @@
+"""Real-browser tests: JupyterLab as `make lab` and `make instructor-lab` start it, driven by headless Chromium.
+
+(a) The learner's lab (tools/lab.py learner, the same command line and configuration as `make lab`) on a work
+    folder holding lesson 00 with its exercises answered (the model answers, so every cell must succeed): Run >
+    Run All Cells through the menu; every code cell runs, no output goes to stderr, the plot renders as an image;
+    nbgrader's instructor tools and JupyterLab's news prompt are absent, the Validate button is there.
+(b) The instructor's lab (tools/lab.py instructor) on a throw-away course with one autograded submission:
+    Formgrader opens, the written answer gets its points through the grading page, and the gradebook's total
+    rises by exactly those points.
+
+Needs the `playwright` package (test extra) and a Chromium binary (Debian's `chromium`; playwright's own browser
+download is not used); skipped with the reason otherwise. Each Jupyter server gets its own Jupyter config, data
+and runtime folders, so the tester's ~/.jupyter neither changes nor influences what is checked. Screenshots are
+written to a folder whose path the tests print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from notebook_utils import ROOT, course, release_path, written_answers
+from test_grading import _nbgrader, _with_solutions
+
+sys.path.insert(0, str(ROOT / "tools"))
+import lab  # noqa: E402  (tools/lab.py: how `make lab` and `make instructor-lab` start JupyterLab)
+
+pytestmark = pytest.mark.slow
+
+LESSON = "00_getting_started"  # the lightest lesson; it has a plot and a written answer
+STUDENT = "alice"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+STDERR_OUTPUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+NEWS_PROMPT = ".jp-toast-message, .Toastify__toast"  # JupyterLab's notification toasts
+INSTRUCTOR_ITEMS = ("Formgrader", "Create Assignment", "Courses")
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
+                               "(pip install playwright; it is in the course's test extra)")
+if CHROMIUM is None:
+    pytest.skip("no Chromium binary (Debian: apt-get install chromium; or set CHROMIUM=/path/to/chromium)",
+                allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(url: str) -> int:
+    """HTTP status of a GET (errors included), 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+@contextmanager
+def running_lab(role: str, folder: Path, scratch: Path) -> Iterator[tuple[str, str]]:
+    """Start JupyterLab for ``role`` on ``folder`` as tools/lab.py does; yield (base URL, token); stop it."""
+    port, token = _free_port(), secrets.token_hex(16)
+    private = {name: str(scratch / f"{role}-{part}") for name, part in
+               (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "runtime"))}
+    env = lab.environment(role, {**os.environ, **private})
+    argv = lab.command(role, ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+                              "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"], notebook_dir=folder)
+    log_path = scratch / f"{role}-lab.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        server = subprocess.Popen(argv, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while _get(f"{base}/api/status?token={token}") != 200:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{role} JupyterLab did not start:\n{log_path.read_text(encoding='utf-8')[-3000:]}")
+            time.sleep(0.5)
+        yield base, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("browser-screenshots")
+    print(f"\nbrowser screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    yield context.new_page()
+    context.close()
+
+
+def _open_lab(page, url: str) -> None:
+    """Load a JupyterLab page and wait until its menu bar is up."""
+    page.goto(url)
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).wait_for(timeout=90_000)
+
+
+def _menu_labels(page, menu: str) -> list[str]:
+    """Open a menu of JupyterLab's menu bar, return its item labels, close it."""
+    page.locator(".lm-MenuBar-item", has_text=re.compile(rf"^{menu}$")).click()
+    labels = page.locator(".lm-Menu:visible .lm-Menu-itemLabel").all_inner_texts()
+    page.keyboard.press("Escape")
+    return [label.strip() for label in labels if label.strip()]
+
+
+def _wait_until_all_cells_ran(page, code_cells: int, screenshots: Path, timeout_s: float = 150) -> None:
+    """Wait until every code cell shows an execution count and none is queued or running."""
+    deadline = time.monotonic() + timeout_s
+    prompts: list[str] = []
+    while time.monotonic() < deadline:
+        prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").evaluate_all("els => els.map(e => e.textContent)")
+        if len(prompts) == code_cells and all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts):
+            return
+        time.sleep(1)
+    page.screenshot(path=screenshots / "learner-stuck.png")
+    pytest.fail(f"cells still running or never run after {timeout_s:.0f} s; prompts: {prompts}")
+
+
+def _learner_work_folder(folder: Path) -> Path:
+    """What `make lab` puts in work/ for one lesson, with the exercises answered as the model answers do."""
+    shutil.copytree(release_path(LESSON).parent, folder / LESSON)
+    notebook = folder / LESSON / f"{LESSON}.ipynb"
+    notebook.write_text(json.dumps(_with_solutions(LESSON), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return notebook
+
+
+def test_learner_lab_runs_a_lesson_through_the_menu(page, screenshots, tmp_path) -> None:
+    work = tmp_path / "work"
+    notebook_path = _learner_work_folder(work)
+    code_cells = sum(cell["cell_type"] == "code" for cell in json.loads(notebook_path.read_text())["cells"])
+    with running_lab("learner", work, tmp_path) as (base, token):
+        started = time.monotonic()
+        _open_lab(page, f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={token}")
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+        page.locator(".lm-Menu-item", has_text=re.compile(r"^Run All Cells")).first.click()
+        _wait_until_all_cells_ran(page, code_cells, screenshots)
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
+        print(f"learner lab: lesson {LESSON} opened and run in {time.monotonic() - started:.0f} s")
+        page.screenshot(path=screenshots / "learner-top.png")
+
+        stderr = page.locator(STDERR_OUTPUT).evaluate_all("els => els.map(e => e.textContent)")
+        assert not stderr, f"outputs written to stderr: {stderr}"
+        assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").count() == 0
+        images = page.locator(".jp-OutputArea-output img")
+        assert images.count() >= 1, "the lesson's plot did not render as an image"
+        images.first.scroll_into_view_if_needed()
+        widths = images.evaluate_all("imgs => imgs.map(img => img.complete ? img.naturalWidth : 0)")
+        assert all(width > 100 for width in widths), f"images that did not load: natural widths {widths}"
+        page.screenshot(path=screenshots / "learner-plot.png")
+
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            saved = json.loads(notebook_path.read_text(encoding="utf-8"))
+            counts = [cell.get("execution_count") for cell in saved["cells"] if cell["cell_type"] == "code"]
+            if all(counts):
+                break
+            time.sleep(0.5)
+        assert all(counts), f"code cells without an execution count in the saved notebook: {counts}"
+        outputs = [output for cell in saved["cells"] for output in cell.get("outputs", [])]
+        assert not [o for o in outputs if o.get("name") == "stderr" or o["output_type"] == "error"]
+        assert sum("image/png" in o.get("data", {}) for o in outputs) == widths.__len__()
+
+        assert page.get_by_role("button", name="Validate").count() + page.locator(
+            ".jp-Toolbar-item", has_text="Validate").count() > 0, "the Validate button is missing"
+        labels = _menu_labels(page, "Nbgrader")
+        assert "Assignment List" in labels
+        assert not set(INSTRUCTOR_ITEMS) & set(labels), f"instructor tools in the learner's menu: {labels}"
+        assert _get(f"{base}/formgrader?token={token}") == 404, "Formgrader is served to the learner"
+        assert "Jupyter news" not in " ".join(page.locator(NEWS_PROMPT).all_inner_texts())
+        page.screenshot(path=screenshots / "learner-end.png")
+
+
+def _graded_course(root: Path) -> None:
+    """A throw-away course with lesson 00 registered and one student's submission (model answers) autograded."""
+    root.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "solutions" / LESSON, root / "solutions" / LESSON)
+    course.cmd_gradebook(root)
+    target = root / "submitted" / STUDENT / LESSON / f"{LESSON}.ipynb"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(_with_solutions(LESSON)), encoding="utf-8")
+    _nbgrader(root, "autograde", LESSON)
+
+
+def _written_grade(root: Path) -> tuple[str, float | None, float]:
+    """(submission notebook id, manual score of the written answer, notebook total) from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook(LESSON, LESSON, STUDENT)
+        grade = next(g for g in notebook.grades if g.name == "written-1")
+        return notebook.id, grade.manual_score, notebook.score
+
+
+def test_instructor_grades_a_written_answer_in_formgrader(page, screenshots, tmp_path) -> None:
+    root = tmp_path / "course"
+    _graded_course(root)
+    submission_id, manual_before, total_before = _written_grade(root)
+    assert manual_before is None, "the written answer should wait for the instructor"
+    points = written_answers(LESSON)["written-1"]
+    with running_lab("instructor", root, tmp_path) as (base, token):
+        _open_lab(page, f"{base}/lab?token={token}")
+        labels = _menu_labels(page, "Nbgrader")
+        assert {"Formgrader", "Create Assignment"} <= set(labels), f"instructor tools missing: {labels}"
+        page.screenshot(path=screenshots / "instructor-lab.png")
+
+        page.goto(f"{base}/formgrader?token={token}")
+        page.get_by_text(LESSON).first.wait_for(timeout=60_000)
+        page.screenshot(path=screenshots / "formgrader-assignments.png")
+        page.goto(f"{base}/formgrader/submissions/{submission_id}/?token={token}")
+        score = page.locator("#written-1")
+        score.wait_for(timeout=60_000)
+        score.scroll_into_view_if_needed()
+        with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+            score.fill(f"{points:g}")
+            score.press("Tab")
+        assert saved.value.ok, f"Formgrader did not save the grade: HTTP {saved.value.status}"
+        page.screenshot(path=screenshots / "formgrader-graded.png")
+
+    _, manual_after, total_after = _written_grade(root)
+    assert manual_after == points
+    assert total_after == pytest.approx(total_before + points), (total_before, total_after)

@@ -11,7 +11,7 @@
 Needs the `playwright` package (test extra) and a Chromium binary (Debian's `chromium`; playwright's own browser
 download is not used); skipped with the reason otherwise. Each Jupyter server gets its own Jupyter config, data
 and runtime folders, so the tester's ~/.jupyter neither changes nor influences what is checked. Screenshots are
-written to a folder whose path the tests print.
+written to a folder whose path the tests print (set BROWSER_SCREENSHOTS to choose it).
 """
 
 from __future__ import annotations
@@ -103,7 +103,10 @@ def running_lab(role: str, folder: Path, scratch: Path) -> Iterator[tuple[str, s
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("browser-screenshots")
+    """BROWSER_SCREENSHOTS if set (pytest keeps only its last three temporary folders), else a temporary folder."""
+    chosen = os.environ.get("BROWSER_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("browser-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
     print(f"\nbrowser screenshots: {folder}")
     return folder
 
@@ -248,7 +251,14 @@ def test_instructor_grades_a_written_answer_in_formgrader(page, screenshots, tmp
         page.goto(f"{base}/formgrader?token={token}")
         page.get_by_text(LESSON).first.wait_for(timeout=60_000)
         page.screenshot(path=screenshots / "formgrader-assignments.png")
-        page.goto(f"{base}/formgrader/submissions/{submission_id}/?token={token}")
+        submission = f"/formgrader/submissions/{submission_id}"  # listed as "Submission #1" (names hidden)
+        steps = (("Manual Grading", "/formgrader/gradebook"), (LESSON, f"/formgrader/gradebook/{LESSON}"),
+                 (LESSON, f"/formgrader/gradebook/{LESSON}/{LESSON}"), (None, submission))
+        for link, path in steps:  # the instructor's clicks: Manual Grading, the lesson, its notebook, the submission
+            by_href = page.locator(f"a[href='{path}']:visible")
+            visible_link = page.get_by_role("link", name=link, exact=True) if link else by_href
+            visible_link.last.click()
+            page.wait_for_url(re.compile(rf"{re.escape(path)}/?$"), timeout=60_000)
         score = page.locator("#written-1")
         score.wait_for(timeout=60_000)
         score.scroll_into_view_if_needed()

@@ -81,9 +81,9 @@ def running_lab(role: str, folder: Path, scratch: Path) -> Iterator[tuple[str, s
     env = lab.environment(role, {**os.environ, **private})
     argv = lab.command(role, ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
                               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"], notebook_dir=folder)
-    log_path = scratch / f"{role}-lab.log"
+    log_path, cwd = scratch / f"{role}-lab.log", lab.working_directory(role, folder)
     with open(log_path, "w", encoding="utf-8") as log:
-        server = subprocess.Popen(argv, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -43,6 +43,15 @@ def command(role: str, lab_args: list[str] | tuple[str, ...] = (), notebook_dir:
     return argv
 
 
+def working_directory(role: str, notebook_dir: Path | None = None) -> Path:
+    """Where JupyterLab runs: nbgrader's Validate and Formgrader read nbgrader_config.py from there."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    # The learner's Validate uses the course's settings (300 s cell timeout, stderr filter) whatever notebook_dir is;
+    # the instructor's Formgrader grades the course that it opens.
+    return ROOT if role == "learner" or notebook_dir is None else notebook_dir
+
+
 def environment(role: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for ``role``: the learner's adds tools/lab/learner/ to Jupyter's configuration path."""
     if role not in ROLES:
@@ -63,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     role, lab_args = args[0], args[1:]
     argv = command(role, lab_args)
-    os.chdir(ROOT)
+    os.chdir(working_directory(role))
     os.execve(argv[0], argv, environment(role))  # JupyterLab takes over this process (and Ctrl+C) from here
 
 

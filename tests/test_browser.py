@@ -8,7 +8,10 @@
     the instructor tools and the news prompt are there (so the learner's checks can fail); Formgrader opens, the
     written answer gets half its points through the grading page, and the gradebook's total rises by exactly those.
 
-Needs the `playwright` package (test extra) and a Chromium binary (Debian's `chromium`; playwright's own browser
+Both are marked slow. The fast tests at the end check tools/lab.py itself (options, root, the learner's config
+naming plugins that exist) without a browser.
+
+The browser tests need the `playwright` package (test extra) and a Chromium binary (Debian's `chromium`; playwright's own browser
 download is not used); skipped with the reason otherwise. Each Jupyter server gets its own Jupyter config, data
 and runtime folders, so the tester's ~/.jupyter neither changes nor influences what is checked. Screenshots are
 written to a folder whose path the tests print (set BROWSER_SCREENSHOTS to choose it).
@@ -39,8 +42,6 @@ from test_grading import _nbgrader, _with_solutions
 sys.path.insert(0, str(ROOT / "tools"))
 import lab  # noqa: E402  (tools/lab.py: how `make lab` and `make instructor-lab` start JupyterLab)
 
-pytestmark = pytest.mark.slow
-
 LESSON = "00_getting_started"  # the lightest lesson; it has a plot and a written answer
 STUDENT = "alice"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -48,11 +49,6 @@ STDERR_OUTPUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.s
 NEWS_PROMPT = "Would you like to get notified about official Jupyter news?"  # JupyterLab 4's first-run toast
 INSTRUCTOR_ITEMS = {"formgrader", "formgrader (local)", "create assignment", "course list"}  # nbgrader 0.9.6's labels
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
-                               "(pip install playwright; it is in the course's test extra)")
-if CHROMIUM is None:
-    pytest.skip("no Chromium binary (Debian: apt-get install chromium; or set CHROMIUM=/path/to/chromium)",
-                allow_module_level=True)
 
 
 def _free_port() -> int:
@@ -113,6 +109,11 @@ def screenshots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium driven by playwright; skips the test with the reason when either is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
+                                   "(pip install playwright; it is in the course's test extra)")
+    if CHROMIUM is None:
+        pytest.skip("no Chromium binary (Debian: apt-get install chromium; or set CHROMIUM=/path/to/chromium)")
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         yield chromium
@@ -161,6 +162,7 @@ def _learner_work_folder(folder: Path) -> Path:
     return notebook
 
 
+@pytest.mark.slow
 def test_learner_lab_runs_a_lesson_through_the_menu(page, screenshots, tmp_path) -> None:
     work = tmp_path / "work"
     notebook_path = _learner_work_folder(work)
@@ -235,6 +237,7 @@ def _written_grade(root: Path) -> tuple[str, float | None, float]:
         return notebook.id, grade.manual_score, notebook.score
 
 
+@pytest.mark.slow
 def test_instructor_grades_a_written_answer_in_formgrader(page, screenshots, tmp_path) -> None:
     root = tmp_path / "course"
     _graded_course(root)
@@ -271,3 +274,54 @@ def test_instructor_grades_a_written_answer_in_formgrader(page, screenshots, tmp
     _, manual_after, total_after = _written_grade(root)
     assert manual_after == points
     assert total_after == pytest.approx(total_before + points), (total_before, total_after)
+
+
+# --------------------------------------------------------------------------- tools/lab.py without a browser (fast)
+
+def test_learner_config_names_plugins_that_exist() -> None:
+    """Every plugin the learner's lab disables is one that the installed JupyterLab or nbgrader really has."""
+    from jupyter_core.paths import jupyter_path
+
+    page_config = json.loads((lab.LEARNER_CONFIG / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
+    disabled = [name for name, off in page_config["disabledExtensions"].items() if off]
+    bundles = "".join(path.read_text(encoding="utf-8", errors="ignore") for folder in jupyter_path("lab", "static")
+                      + jupyter_path("labextensions") for path in Path(folder).rglob("*.js"))
+    assert {f'"{name}"' for name in disabled if f'"{name}"' not in bundles} == set()
+    assert not {"@jupyter/nbgrader:validate-assignment", "@jupyter/nbgrader:assignment-list"} & set(disabled)
+    server = json.loads((lab.LEARNER_CONFIG / "jupyter_server_config.json").read_text(encoding="utf-8"))
+    extensions = server["ServerApp"]["jpserver_extensions"]
+    assert extensions == {f"nbgrader.server_extensions.{name}": False for name in ("formgrader", "course_list")}
+    assert server["LabApp"]["news_url"] is None
+
+
+def test_lab_command_passes_options_and_allows_root(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 0, raising=False)
+    argv = lab.command("learner", ["--port", "8890", "--no-browser"])
+    assert argv[1:4] == ["-m", "jupyter", "lab"] and f"--ServerApp.root_dir={lab.WORKSPACE}" in argv
+    assert argv[-4:] == ["--port", "8890", "--no-browser", "--allow-root"]
+    assert lab.command("learner", ["--allow-root"]).count("--allow-root") == 1
+    assert f"--ServerApp.root_dir={lab.ROOT}" in lab.command("instructor")
+    assert [a for a in lab.command("learner", [f"--notebook-dir={tmp_path}"]) if "root_dir" in a] == []
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 1000, raising=False)
+    assert "--allow-root" not in lab.command("learner")
+    with pytest.raises(ValueError, match="role"):
+        lab.command("student")
+    with pytest.raises(TypeError, match="lab_args"):
+        lab.command("learner", "--port 8890")
+
+
+def test_only_the_learner_gets_the_learner_config(tmp_path) -> None:
+    learner = lab.environment("learner", {"JUPYTER_CONFIG_PATH": "/elsewhere", "PATH": "/usr/bin"})
+    assert learner["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(lab.LEARNER_CONFIG), "/elsewhere"]
+    assert "JUPYTER_CONFIG_PATH" not in lab.environment("instructor", {"PATH": "/usr/bin"})
+    assert lab.working_directory("learner", tmp_path) == lab.ROOT
+    assert lab.working_directory("instructor", tmp_path) == tmp_path
+
+
+def test_make_lab_runs_tools_lab() -> None:
+    """`make lab` and `make instructor-lab` start JupyterLab through tools/lab.py with the learner's LAB_ARGS."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^lab: .*\n\t.*course\.py workspace\n\t\$\(BIN\)/python tools/lab\.py learner \$\(LAB_ARGS\)$",
+                     makefile, re.M)
+    assert re.search(r"^instructor-lab: .*\n\t\$\(BIN\)/python tools/lab\.py instructor \$\(LAB_ARGS\)$",
+                     makefile, re.M)

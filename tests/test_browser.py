@@ -248,7 +248,7 @@ def test_instructor_grades_a_written_answer_in_formgrader(page, screenshots, tmp
         _open_lab(page, f"{base}/lab?token={token}")
         labels = _menu_labels(page, "Nbgrader")
         assert INSTRUCTOR_ITEMS <= set(labels), f"instructor tools missing: {labels}"
-        page.get_by_text(NEWS_PROMPT).wait_for(timeout=30_000)  # the prompt the learner's lab leaves out
+        page.get_by_text(NEWS_PROMPT).wait_for(timeout=60_000)  # the prompt the learner's lab leaves out
         page.screenshot(path=screenshots / "instructor-lab.png")
 
         page.goto(f"{base}/formgrader?token={token}")

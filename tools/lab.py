@@ -8,7 +8,7 @@
 Options after the role go to `jupyter lab` unchanged (`--port 8890 --no-browser`); `--allow-root` is added when run
 as root (containers, Codespaces). The learner's setup is a configuration folder added to Jupyter's search path
 (tools/lab/learner/, see its README.md): the learner's own ~/.jupyter is read as usual and never written to.
-tests/test_browser.py starts both labs through `command` and `environment`.
+tests/test_browser.py starts both labs through `command`, `environment` and `working_directory`.
 """
 
 from __future__ import annotations

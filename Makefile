@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 EXTRAS := torch,tensorflow,gpu,course,test
 
-.PHONY: setup lab test test-fast test-colab release check clean-notebooks gpu-check
+.PHONY: setup lab instructor-lab test test-fast test-colab release check clean-notebooks gpu-check
 
 $(INSTALLED): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
@@ -16,9 +16,14 @@ $(INSTALLED): pyproject.toml constraints.txt
 
 setup: $(INSTALLED)  ## create .venv with the course and its tools
 
-lab: setup  ## copy the student notebooks to work/ (never overwriting) and open JupyterLab there
+LAB_ARGS ?=
+
+lab: setup  ## copy the student notebooks to work/ (never overwriting), open JupyterLab there; options: LAB_ARGS="--port 8890 --no-browser"
 	$(BIN)/python tools/course.py workspace
-	$(BIN)/jupyter lab --notebook-dir=work
+	$(BIN)/python tools/lab.py learner $(LAB_ARGS)
+
+instructor-lab: setup  ## JupyterLab on the course folder with nbgrader's instructor tools (Formgrader); LAB_ARGS as for lab
+	$(BIN)/python tools/lab.py instructor $(LAB_ARGS)
 
 .PHONY: grade
 grade: setup  ## grade your copies in work/ with the full tests, hints for what failed (one lesson: make grade LESSON=01)

@@ -85,9 +85,9 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKern
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 c.HideHiddenTests.enabled = True  # an nbconvert preprocessor runs only when enabled
 
-# An LMS download for `nbgrader zip_collect LESSON` (README): the zip goes in downloaded/LESSON/archive/. Canvas's
-# "Download Submissions" names each file <name>_<user id>_<submission id>_<file name>, with LATE_ after the name of a
-# late one and -1, -2 ... before ".ipynb" on a resubmission. For Canvas, uncomment the line below: the student id
-# becomes Canvas's name part (e.g. liddellalice). nbgrader matches this regexp against the file's whole path.
-# c.FileNameCollectorPlugin.named_regexp = (
-#     r".*[/\\](?P<student_id>[^/\\_]+)_(?:LATE_|late_)?\d+_\d+_(?P<file_id>[^/\\]+?)(?:-\d+)?\.ipynb$")
+# LMS route (README): `nbgrader zip_collect LESSON` reads downloaded/LESSON/archive/*.zip and names each student from
+# the file name. This regexp reads Canvas's "Download Submissions" names: <name>_<user id>_<submission id>_<file>,
+# with LATE_ after the name of a late one and -1, -2 ... before ".ipynb" on a resubmission; the student id becomes
+# Canvas's name part (e.g. liddellalice). Another LMS: replace it (nbgrader matches it against the whole path).
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*[/\\](?P<student_id>[^/\\_]+)_(?:LATE_|late_)?\d+_\d+_(?P<file_id>[^/\\]+?)(?:-\d+)?\.ipynb$")

@@ -4,8 +4,9 @@ import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import from_dict
-from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, GetGrades,
-                                    OverwriteCells, OverwriteKernelspec)
+from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput, ClearSolutions,
+                                    ComputeChecksums, DeduplicateIds, GetGrades, IncludeHeaderFooter, InstantiateTests,
+                                    LockCells, OverwriteCells, OverwriteKernelspec, SaveCells)
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -84,6 +85,23 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKern
                                       OverwriteCellsQuietOnHiddenTests, CheckCellMetadata]
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 c.HideHiddenTests.enabled = True  # an nbconvert preprocessor runs only when enabled
+
+
+class StampAsRelease(Preprocessor):
+    """Mark a student notebook as `make release` does (tools/course.py), so that Formgrader's Generate, which writes
+    into notebooks/ too, leaves the same bytes there (tests/test_exchange.py checks it; `make check` tells drift)."""
+
+    def preprocess(self, nb, resources):
+        lesson, notebook = resources["nbgrader"]["assignment"], resources["nbgrader"]["notebook"]
+        nb.metadata["gpucourse"] = {"generated": f"student version of solutions/{lesson}/{notebook}.ipynb by "
+                                                 "`make release`; edit that file, not this one"}
+        return nb, resources
+
+
+c.GenerateAssignment.preprocessors = [  # nbgrader 0.9.6's list, then the release stamp
+    IncludeHeaderFooter, InstantiateTests, LockCells, ClearSolutions, ClearOutput, CheckCellMetadata, ComputeChecksums,
+    SaveCells, ClearHiddenTests, ClearMarkScheme, ComputeChecksums, CheckCellMetadata, StampAsRelease]
+c.StampAsRelease.enabled = True
 
 # LMS route (README): `nbgrader zip_collect LESSON` reads downloaded/LESSON/archive/*.zip and names each student from
 # the file name. This regexp reads Canvas's "Download Submissions" names: <name>_<user id>_<submission id>_<file>,

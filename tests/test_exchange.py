@@ -252,3 +252,16 @@ def test_a_changed_test_cell_is_reported_and_restored(lms_route) -> None:
     graded = load(lms_route["root"] / "autograded" / "carrolllewis" / LESSON / NOTEBOOK)
     assert source(cell_by_grade_id(graded, TAMPERED[1])) == source(cell_by_grade_id(load(solution_path(LESSON)),
                                                                                     TAMPERED[1]))
+
+
+# --------------------------------------------------------------------------- Formgrader's Generate button
+
+def test_formgrader_generate_writes_what_make_release_writes(tmp_path) -> None:
+    """Generate runs generate_assignment --force into notebooks/ (nbgrader's API); the file must stay as committed."""
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "solutions" / LESSON, root / "solutions" / LESSON)
+    (root / "notebooks").mkdir()  # empty: Generate writes the lesson afresh
+    _nbgrader(root, "generate_assignment", LESSON, "--force")
+    assert (root / "notebooks" / LESSON / NOTEBOOK).read_bytes() == (ROOT / "notebooks" / LESSON / NOTEBOOK).read_bytes()

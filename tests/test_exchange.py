@@ -34,6 +34,8 @@ NOTEBOOK = f"{LESSON}.ipynb"
 ALL = set(range(1, len(exercises(LESSON)) + 1))
 ODD = {i for i in ALL if i % 2}
 EVEN = ALL - ODD
+TEST_ONLY_OPTIONS = ("--Exchange.root=", "--student=")  # stand-ins for the hub's global config and user accounts
+COMMANDS_RUN: list[str] = []  # the nbgrader commands the routes ran, test-only options left out (README check)
 
 
 def _nbgrader(cwd: Path, *args: str, home: Path | None = None) -> str:
@@ -45,6 +47,7 @@ def _nbgrader(cwd: Path, *args: str, home: Path | None = None) -> str:
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True,
                             text=True, timeout=600)
     print(f"{time.perf_counter() - started:6.1f} s  nbgrader {' '.join(args)}")
+    COMMANDS_RUN.append(" ".join(["nbgrader", *(a for a in args if not a.startswith(TEST_ONLY_OPTIONS))]))
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 
@@ -252,6 +255,15 @@ def test_a_changed_test_cell_is_reported_and_restored(lms_route) -> None:
     graded = load(lms_route["root"] / "autograded" / "carrolllewis" / LESSON / NOTEBOOK)
     assert source(cell_by_grade_id(graded, TAMPERED[1])) == source(cell_by_grade_id(load(solution_path(LESSON)),
                                                                                     TAMPERED[1]))
+
+
+def test_readme_shows_the_commands_both_routes_ran(exchange_route, lms_route) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## For instructors"):readme.index("## For maintainers")]
+    shown = {line.split("#")[0].strip() for line in section.splitlines()}
+    missing = sorted(set(COMMANDS_RUN) - shown)
+    assert not missing, f"the README's instructor section lacks these tested commands: {missing}"
+    assert "python tools/course.py gradebook" in shown  # what _course_copy does through course.cmd_gradebook
 
 
 # --------------------------------------------------------------------------- Formgrader's Generate button

@@ -146,7 +146,7 @@ def exchange_route(tmp_path_factory) -> dict:
 
     _nbgrader(root, "collect", LESSON, *instructor)
     autograde_log = _nbgrader(root, "autograde", LESSON)
-    _nbgrader(root, "generate_feedback", LESSON)
+    feedback_log = _nbgrader(root, "generate_feedback", LESSON)
     _nbgrader(root, "release_feedback", LESSON, *instructor)
     for name in STUDENTS:
         student(name, "fetch_feedback", LESSON, f"--student={name}")
@@ -154,7 +154,8 @@ def exchange_route(tmp_path_factory) -> dict:
     with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
         exported = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(handle)}
     return {"root": root, "homes": homes, "submitted_at": submitted_at, "exported": exported,
-            "scores": _scores(root, STUDENTS), "autograde_log": autograde_log}
+            "scores": _scores(root, STUDENTS), "autograde_log": autograde_log,
+            "feedback_log": feedback_log}
 
 
 def test_exchange_scores_are_exact(exchange_route) -> None:
@@ -209,6 +210,11 @@ def test_feedback_shows_no_hidden_test(exchange_route) -> None:
 def test_untouched_test_cells_raise_no_warning(exchange_route) -> None:
     """Test cells whose hidden tests were stripped at release do not look tampered with (jupyter/nbgrader#1961)."""
     assert "has changed" not in exchange_route["autograde_log"]
+
+
+def test_nbgrader_recognises_the_whole_configuration(exchange_route) -> None:
+    for log in (exchange_route["autograde_log"], exchange_route["feedback_log"]):
+        assert "not recognized" not in log, log
 
 
 # --------------------------------------------------------------------------- LMS download (Canvas) + zip_collect

@@ -3,7 +3,7 @@
 import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
-from nbformat import from_dict
+from nbformat import NotebookNode, from_dict
 from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput, ClearSolutions,
                                     ComputeChecksums, DeduplicateIds, GetGrades, IncludeHeaderFooter, InstantiateTests,
                                     LockCells, OverwriteCells, OverwriteKernelspec, SaveCells)
@@ -52,11 +52,11 @@ class OverwriteCellsQuietOnHiddenTests(OverwriteCells):
     released one (hidden tests stripped) is not reported; the cell is restored from the gradebook either way.
     """
 
-    def preprocess_cell(self, cell, resources, cell_index):
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, cell_index: int) -> tuple[NotebookNode, dict]:
         self._submitted_source = cell.source
         return super().preprocess_cell(cell, resources, cell_index)
 
-    def report_change(self, name, attr, old, new):
+    def report_change(self, name: str, attr: str, old: object, new: object) -> None:
         if attr == "checksum" and self._submitted_source == self._released_source(name):
             return
         super().report_change(name, attr, old, new)
@@ -72,7 +72,7 @@ class OverwriteCellsQuietOnHiddenTests(OverwriteCells):
 class HideHiddenTests(Preprocessor):
     """Feedback shows no hidden test: their lines are removed, and their failures keep only the error message."""
 
-    def preprocess_cell(self, cell, resources, cell_index):
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, cell_index: int) -> tuple[NotebookNode, dict]:
         if cell.cell_type == "code" and HIDDEN_TESTS.begin_test_delimeter in cell.source:
             HIDDEN_TESTS._remove_hidden_test_region(cell)
             for output in cell.get("outputs", []):
@@ -91,7 +91,7 @@ class StampAsRelease(Preprocessor):
     """Mark a student notebook as `make release` does (tools/course.py), so that Formgrader's Generate, which writes
     into notebooks/ too, leaves the same bytes there (tests/test_exchange.py checks it; `make check` tells drift)."""
 
-    def preprocess(self, nb, resources):
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         lesson, notebook = resources["nbgrader"]["assignment"], resources["nbgrader"]["notebook"]
         nb.metadata["gpucourse"] = {"generated": f"student version of solutions/{lesson}/{notebook}.ipynb by "
                                                  "`make release`; edit that file, not this one"}

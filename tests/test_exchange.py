@@ -282,4 +282,5 @@ def test_formgrader_generate_writes_what_make_release_writes(tmp_path) -> None:
     shutil.copytree(ROOT / "solutions" / LESSON, root / "solutions" / LESSON)
     (root / "notebooks").mkdir()  # empty: Generate writes the lesson afresh
     _nbgrader(root, "generate_assignment", LESSON, "--force")
-    assert (root / "notebooks" / LESSON / NOTEBOOK).read_bytes() == (ROOT / "notebooks" / LESSON / NOTEBOOK).read_bytes()
+    generated = (root / "notebooks" / LESSON / NOTEBOOK).read_bytes()
+    assert generated == (ROOT / "notebooks" / LESSON / NOTEBOOK).read_bytes()

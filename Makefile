@@ -33,7 +33,7 @@ test: setup  ## the full test suite (what CI runs)
 	$(BIN)/python -m pytest -n 2 --dist loadscope
 
 test-fast: setup  ## unit tests and consistency checks only (under a minute)
-	$(BIN)/python -m pytest -m "not slow" -n 0 -q
+	$(BIN)/python -m pytest -m "not slow" -n 2 -q
 
 test-colab:  ## every lesson as a Colab learner runs it, in a twin of Colab's versions (.venv-colab, built once)
 	$(PYTHON) tools/colab_twin.py

@@ -682,3 +682,15 @@ def test_bf16_and_tf32_gates_follow_the_compute_capability(monkeypatch) -> None:
         assert hardware.has_native_bf16() is native and hardware.has_tf32() is native
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert hardware.cuda_capability() is None and not hardware.has_native_bf16() and not hardware.has_tf32()
+
+
+def test_tf32_matmuls_sets_the_flag_inside_the_block_and_restores_it_even_on_error():
+    from types import SimpleNamespace
+
+    torch = SimpleNamespace(backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True))))
+    with hardware.tf32_matmuls(torch, False):
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert torch.backends.cuda.matmul.allow_tf32 is True
+    with pytest.raises(RuntimeError), hardware.tf32_matmuls(torch, False):
+        raise RuntimeError("inside")
+    assert torch.backends.cuda.matmul.allow_tf32 is True

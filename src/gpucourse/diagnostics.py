@@ -77,23 +77,12 @@ def _cuda_or_skip():
     return torch
 
 
-@contextlib.contextmanager
-def _strict_float32(torch):
-    """Run float32 matmuls in true float32 (no TF32), restoring the learner's setting afterwards."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
-
-
 def _gpu_matmul_correct() -> str:
     """A float32 matmul on the GPU agrees with a float64 CPU reference."""
     torch = _cuda_or_skip()
     generator = torch.Generator().manual_seed(0)
     a, b = torch.randn(512, 512, generator=generator), torch.randn(512, 512, generator=generator)
-    with _strict_float32(torch):
+    with hardware.tf32_matmuls(torch, False):
         gpu = (a.cuda() @ b.cuda()).cpu().double()
     ref = a.double() @ b.double()
     error = ((gpu - ref).abs().max() / ref.abs().max()).item()
@@ -148,7 +137,7 @@ def _gpu_convolution_correct() -> str:
 def _gpu_rate_plausible() -> str:
     """Measured float32 matmul rate is below the datasheet peak and not absurdly far under it."""
     torch = _cuda_or_skip()
-    with _strict_float32(torch):
+    with hardware.tf32_matmuls(torch, False):
         rate = hardware.measure_matmul_rate(4096, "float32", "torch", "cuda")
     try:
         spec = hardware.gpu_spec(torch.cuda.get_device_name(0))

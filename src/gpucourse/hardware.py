@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import importlib.util
@@ -93,6 +94,17 @@ def has_tf32() -> bool:
     """True on a CUDA GPU whose Tensor Cores run TF32 (compute capability >= 8.0); a T4 (7.5) has none."""
     capability = cuda_capability()
     return capability is not None and capability >= (8, 0)
+
+
+@contextlib.contextmanager
+def tf32_matmuls(torch, enabled: bool):
+    """Let CUDA float32 matmuls use TF32 Tensor Cores or not inside the block; the previous setting comes back after."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 # --------------------------------------------------------------------------- CPU facts

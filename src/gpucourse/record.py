@@ -9,7 +9,6 @@ CPU record is never a GPU reference and is written outside the package by defaul
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
@@ -68,17 +67,6 @@ def _needs_cuda(device) -> None:
         raise Skipped(f"needs a CUDA GPU (this record is of {device.type})")
 
 
-@contextlib.contextmanager
-def _tf32(torch, enabled: bool):
-    """Let float32 matmuls use TF32 Tensor Cores or not, restoring the previous setting afterwards."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
-
-
 def _matmul_dtypes(device) -> list[str]:
     """The dtypes to time here: float32 everywhere; TF32, float16 and bfloat16 on a GPU that runs them natively."""
     if device.type != "cuda":
@@ -97,7 +85,7 @@ def measure_matmul(device, plan: Plan) -> dict:
     rows = []
     for dtype in _matmul_dtypes(device):
         for n in plan.matmul_sizes:
-            with _tf32(torch, dtype == "tf32"):
+            with hardware.tf32_matmuls(torch, dtype == "tf32"):
                 rate = hardware.measure_matmul_rate(n, "float32" if dtype == "tf32" else dtype, "torch",
                                                     str(device), repeats=plan.repeats)
             rows.append({"dtype": dtype, "n": n, "median_ms": 2 * n**3 / rate * 1e3, "tflops": rate / 1e12})
@@ -114,7 +102,7 @@ def measure_matmul_10k(device, plan: Plan) -> dict:
         generator = torch.Generator().manual_seed(0)
         a = torch.randn(n, n, generator=generator).to(device)
         b = torch.randn(n, n, generator=generator).to(device)
-        with _tf32(torch, dtype == "tf32"):
+        with hardware.tf32_matmuls(torch, dtype == "tf32"):
             sync()
             start = time.perf_counter()
             a @ b
@@ -231,7 +219,7 @@ def measure_speedup(device, plan: Plan) -> dict:
     from gpucourse import capstone
 
     n = plan.speedup_n
-    with _tf32(torch, False):
+    with hardware.tf32_matmuls(torch, False):
         cpu_rate = hardware.measure_matmul_rate(n, "float32", "torch", "cpu", repeats=plan.repeats)
         gpu_rate = hardware.measure_matmul_rate(n, "float32", "torch", str(device), repeats=plan.repeats)
     flops = 2 * n**3

@@ -1,7 +1,7 @@
 """The Colab twin: run every lesson as a Colab learner would, in an environment with Colab's versions.
 
     python tools/colab_twin.py                 build the twin (once), then execute every notebook
-    python tools/colab_twin.py 03_cuda         only the lessons named (both versions of each)
+    python tools/colab_twin.py 04_cuda_model         only the lessons named (both versions of each)
     python tools/colab_twin.py --jobs 1        one notebook at a time (default 2)
 
 The twin (`make test-colab`):
@@ -276,7 +276,7 @@ def selected_notebooks(names: list[str]) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     """Build the twin, run the notebooks, print a summary; 1 if anything failed."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("lessons", nargs="*", help="lesson names such as 03_cuda (default: all)")
+    parser.add_argument("lessons", nargs="*", help="lesson names such as 04_cuda_model (default: all)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks run at the same time (default 2)")
     parser.add_argument("--keep", type=Path, help="keep each runtime (executed notebooks included) under this folder")
     parser.add_argument("--execute", nargs=2, type=Path, metavar=("NOTEBOOK", "OUTPUT"), help=argparse.SUPPRESS)

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpucourse import syllabus
+
 STUDENT = "me"
 MAX_MESSAGE_LINES = 6
 MAX_LINE_CHARS = 240
@@ -79,6 +81,9 @@ def resolve_lesson(argument: str, lessons: Sequence[str]) -> str:
     for candidate in (name, path.parent.name):  # the parent: a renamed copy inside a lesson's folder
         if candidate in lessons:
             return candidate
+    for candidate in (name, path.parent.name):  # a copy of the nine-lesson course: say where its lesson went
+        if (message := syllabus.renamed_message(candidate)) is not None:
+            raise ValueError(f"LESSON {argument!r}: {message}")
     if name.isdigit():
         matches = [lesson for lesson in lessons if lesson.split("_", 1)[0] == name.zfill(2)]
         if len(matches) == 1:

@@ -16,6 +16,22 @@ sys.path.insert(0, str(ROOT / "tools"))
 import course  # noqa: E402  (tools/course.py: the one implementation of stamp/clean/release)
 
 LESSONS = course.lessons()
+
+# Lessons of the nine-lesson course not yet cut into their one-sitting v2 lessons (Course v2, 1 of 3); each is
+# removed from this set when it is split, and the set is then empty. Until then they keep their old budgets.
+NOT_YET_ONE_SITTING = {
+    "00_getting_started",
+    "01_architecture",
+    "03_timing",
+    "04_cuda_model",
+    "08_placement",
+    "09_feeding_and_watching",
+    "12_data_parallelism",
+    "14_mixed_precision",
+    "16_capstone",
+}
+# Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises.
+SLIM_LESSONS = {"10_compilers", "13_sharding"}
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

@@ -279,6 +279,30 @@ def test_off_limits_blocks_module_attribute_and_imported_names_then_restores() -
     assert timing.benchmark is original and namespace["benchmark"] is original
 
 
+def test_off_limits_blocks_a_helper_reached_through_a_re_export() -> None:
+    """A helper split into a new module stays blocked under every gpucourse module that binds it."""
+    import sys
+    import types
+
+    import gpucourse.plots as plots
+    from gpucourse.checks import OffLimits, off_limits
+
+    original = plots.markdown_table
+    reexport = types.ModuleType("gpucourse._test_reexport")
+    reexport.markdown_table = original
+    reexport.renamed_table = original
+    sys.modules[reexport.__name__] = reexport
+    try:
+        with off_limits("gpucourse.plots.markdown_table", exercise="Exercise 3", namespace={}):
+            for blocked in (reexport.markdown_table, reexport.renamed_table, plots.markdown_table):
+                with pytest.raises(OffLimits, match="Exercise 3"):
+                    blocked([["a"]], ["h"])
+        assert reexport.markdown_table is original and reexport.renamed_table is original
+        assert plots.markdown_table is original
+    finally:
+        del sys.modules[reexport.__name__]
+
+
 def test_off_limits_restores_after_an_ipython_cell_even_when_it_fails() -> None:
     from IPython.testing.globalipapp import start_ipython
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucourse import grade, syllabus
-from notebook_utils import LESSONS, load, release_path, solution_path
-
-# Lessons of the nine-lesson course not yet cut to one sitting; emptied as each is split (Course v2, 1 of 3).
-NOT_YET_ONE_SITTING = {"00_getting_started", "01_architecture", "03_timing", "04_cuda_model", "08_placement", "09_feeding_and_watching",
-                       "12_data_parallelism", "14_mixed_precision", "16_capstone"}
+from notebook_utils import LESSONS, NOT_YET_ONE_SITTING, load, release_path, solution_path
 
 
 def _markdown(text: str, grade_meta: dict | None = None) -> dict:

@@ -161,6 +161,20 @@ def _resolve(dotted: str) -> tuple[object, str, object]:
     return module, attribute, getattr(module, attribute)
 
 
+def _other_bindings(original: object, home: object) -> list[tuple[object, str]]:
+    """(module, name) for every loaded ``gpucourse`` module other than ``home`` whose global ``name`` is ``original``."""
+    import sys
+
+    found = []
+    for module_name, module in list(sys.modules.items()):
+        if module is home or module is None or not (module_name == "gpucourse" or module_name.startswith("gpucourse.")):
+            continue
+        for name, value in list(vars(module).items()):
+            if value is original:
+                found.append((module, name))
+    return found
+
+
 def _blocker(dotted: str, exercise: str) -> Callable[..., object]:
     """A stand-in that raises OffLimits naming the exercise and the helper."""
 
@@ -224,6 +238,9 @@ def off_limits(*helpers: str, exercise: str, namespace: dict | None = None) -> O
         blocker = _blocker(dotted, exercise)
         setattr(module, attribute, blocker)
         swaps.append((module, attribute, original, blocker))
+        for other, name in _other_bindings(original, module):  # re-exports: the same helper under another module
+            setattr(other, name, blocker)
+            swaps.append((other, name, original, blocker))
         for name, value in list(namespace.items()):
             if value is original:
                 namespace[name] = blocker

@@ -20,8 +20,14 @@ SYLLABUS: tuple[str, ...] = (
 
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
 PLANNED: tuple[str, ...] = (
-    "02_roofline", "05_cuda_shared_memory", "06_triton", "07_gpu_libraries", "10_compilers", "11_attention",
-    "13_sharding", "15_bigger_models",
+    "02_roofline",
+    "05_cuda_shared_memory",
+    "06_triton",
+    "07_gpu_libraries",
+    "10_compilers",
+    "11_attention",
+    "13_sharding",
+    "15_bigger_models",
 )
 
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.

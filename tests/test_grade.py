@@ -12,7 +12,7 @@ import pytest
 from gpucourse import grade
 from gpucourse.__main__ import main
 from notebook_utils import (HIDDEN_REGION, ROOT, SOLUTION_REGION, cell_by_grade_id, exercises, load, release_path,
-                            solution_path, source, wrong_answers)
+                            solution_path, source, wrong_answers, written_answers)
 
 LESSONS = grade.course_lessons(ROOT)
 LESSON = "00_getting_started"
@@ -139,6 +139,37 @@ def test_cell_results_follow_the_notebook_and_explain_each_failure() -> None:
         grade.CellResult("written-2", 0.0, 1.0, True, "not answered yet")]
 
 
+def _answer_cell(grade_id: str, outputs: list[dict]) -> dict:
+    """An answer (solution) code cell with ``outputs``."""
+    return {"cell_type": "code", "outputs": outputs,
+            "metadata": {"nbgrader": {"grade": False, "solution": True, "grade_id": grade_id}}}
+
+
+def test_an_answer_cell_error_names_its_line() -> None:
+    indentation = {"output_type": "error", "ename": "IndentationError", "evalue": "expected an indented block",
+                   "traceback": ["\x1b[0;36m  Cell \x1b[0;32mIn[7], line 3\x1b[0m", "    return x",
+                                 "IndentationError: expected an indented block"]}
+    assert grade.answer_cell_error(_answer_cell("ex1-solution", [indentation])) == (
+        "IndentationError at line 3: expected an indented block")
+    assert grade.answer_cell_error(_answer_cell("ex1-solution", [_error("NameError", "name 'y' is not defined")])) == (
+        "NameError: name 'y' is not defined")
+    assert grade.answer_cell_error(_answer_cell("ex1-solution", [_error("NotImplementedError", "")])) is None
+    assert grade.answer_cell_error(_answer_cell("ex1-solution", [])) is None
+
+
+def test_a_failing_answer_cell_is_reported_before_the_tests_later_error() -> None:
+    tests = {"cell_type": "code", "outputs": [_error("NameError", "name 'peak_flops' is not defined")],
+             "metadata": {"nbgrader": {"grade": True, "solution": False, "grade_id": "ex2-tests"}}}
+    broken = _answer_cell("ex2-solution", [_error("SyntaxError", "invalid syntax")])
+    notebook = {"cells": [broken, tests]}
+    [result] = grade.cell_results(notebook, notebook, {"ex2-tests": (0.0, 2.0)})
+    assert result.message.startswith("your answer cell (Exercise 2) failed first: SyntaxError: invalid syntax")
+    assert result.message.endswith("the test then said: NameError: name 'peak_flops' is not defined")
+    clean = {"cells": [_answer_cell("ex2-solution", []), tests]}
+    [result] = grade.cell_results(clean, clean, {"ex2-tests": (0.0, 2.0)})
+    assert result.message == "NameError: name 'peak_flops' is not defined"
+
+
 # --------------------------------------------------------------------------- the report
 
 RESULTS = [grade.CellResult("ex1-tests", 1.0, 1.0, False),
@@ -241,25 +272,23 @@ def test_make_grade_runs_the_grade_command_with_the_lesson() -> None:
 # --------------------------------------------------------------------------- end to end
 
 
+BROKEN_ANSWER = "def broken(:\n    pass\n"  # a SyntaxError in the answer cell itself
+
+
 def _learner_copy(work: Path) -> Path:
-    """A learner's copy of lesson 00: exercises 1 and 4 right, 2 wrong, 3 unanswered, the written answer answered."""
+    """A learner's copy of lesson 00: exercise 1 right, 2 wrong, 3 unanswered, the last one's cell broken (a
+    SyntaxError), any others right, the written answer answered."""
     notebook, solved = load(release_path(LESSON)), load(solution_path(LESSON))
-    for grade_id in ("ex1-solution", "ex4-solution", "written-1"):
+    found = exercises(LESSON)
+    right = [found[0].solution_id, *(e.solution_id for e in found[3:-1]), "written-1"]
+    for grade_id in right:
         cell_by_grade_id(notebook, grade_id)["source"] = source(cell_by_grade_id(solved, grade_id))
-    cell_by_grade_id(notebook, "ex2-solution")["source"] = wrong_answers(LESSON)["ex2-solution"]
+    cell_by_grade_id(notebook, found[1].solution_id)["source"] = wrong_answers(LESSON)[found[1].solution_id]
+    cell_by_grade_id(notebook, found[-1].solution_id)["source"] = BROKEN_ANSWER
     path = work / LESSON / f"{LESSON}.ipynb"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
     return path
-
-
-def _visible_hint(tests_id: str) -> str:
-    """The hint a test cell of lesson 00's student version gives (its HINT... constant)."""
-    tree = ast.parse(source(cell_by_grade_id(load(release_path(LESSON)), tests_id)))
-    hints = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-             and any(getattr(target, "id", "").startswith("HINT") for target in node.targets)]
-    assert len(hints) == 1, f"{tests_id}: expected one HINT constant, found {len(hints)}"
-    return hints[0]
 
 
 def _secret_lines() -> set[str]:
@@ -283,13 +312,23 @@ def test_a_learner_sees_exact_points_and_hints_and_their_file_is_untouched(tmp_p
     out = capsys.readouterr().out
 
     assert f"Grading {LESSON}: running" in out
-    for label, points, result in (("Exercise 1", "1 / 1", "passed"), ("Exercise 2", "0 / 2", r"cpu_summary.*"),
-                                  ("Exercise 3", "0 / 2", "not answered yet"), ("Exercise 4", "2 / 2", "passed"),
-                                  ("Written answer 1", "- / 2", re.escape(grade.WRITTEN_NOTE)),
-                                  ("automatic score", "3 / 7", r"\+ 2 points of written answers.*")):
+    found = exercises(LESSON)
+    assert len(found) >= 4, "this test needs lesson 00 to have four or more exercises"
+    earned = found[0].points + sum(e.points for e in found[3:-1])
+    total = sum(e.points for e in found)
+    written = sum(p for g, p in written_answers(LESSON).items())
+    rows = [("Exercise 1", f"{found[0].points:g} / {found[0].points:g}", "passed"),
+            ("Exercise 2", f"0 / {found[1].points:g}", r".+"),
+            ("Exercise 3", f"0 / {found[2].points:g}", "not answered yet"),
+            (f"Exercise {len(found)}", f"0 / {found[-1].points:g}",
+             re.escape(f"your answer cell (Exercise {len(found)}) failed first: SyntaxError") + ".*"),
+            ("Written answer 1", f"- / {written_answers(LESSON)['written-1']:g}", re.escape(grade.WRITTEN_NOTE)),
+            ("automatic score", f"{earned:g} / {total:g}", rf"\+ {written:g} points of written answers.*")]
+    for label, points, result in rows:
         assert re.search(rf"^\s*(?:{LESSON}\s+)?{label}\s+{points}\s+{result}$", out, re.M), (label, out)
-    assert re.search(rf"Exercise 2 .*\n\s+Hint: {re.escape(_visible_hint('ex2-tests'))}$", out, re.M), out
-    assert re.search(rf"^{LESSON}\s+2 of 4\s+3 / 7\s+in progress$", out, re.M), out
+    assert re.search(r"Exercise 2 .*\n(?:.*\n){0,5}\s+Hint: \S", out), out
+    passed = 1 + len(found[3:-1])
+    assert re.search(rf"^{LESSON}\s+{passed} of {len(found)}\s+{earned:g} / {total:g}\s+in progress$", out, re.M), out
     assert re.search(r"^01_architecture\s+-\s+0 / \S+\s+not started$", out, re.M), out
     leaked = [line for line in _secret_lines() if line in out]
     assert not leaked and "Traceback" not in out, leaked

@@ -161,9 +161,35 @@ def failure_message(outputs: Sequence[dict]) -> str:
     return "failed"
 
 
+CELL_LINE = re.compile(r"Cell In\s*\[[^\]]*\],\s*line (\d+)")
+
+
+def answer_cell_error(cell: dict) -> str | None:
+    """The error an answer cell itself raised ('IndentationError at line 3: ...'), or None if it ran cleanly.
+
+    NotImplementedError is not an error here: it is an exercise not answered yet.
+    """
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if not errors or errors[-1].get("ename") == "NotImplementedError":
+        return None
+    error = errors[-1]
+    name, value = error.get("ename", "Error"), ANSI_ESCAPE.sub("", error.get("evalue", "")).strip()
+    lines = CELL_LINE.findall(ANSI_ESCAPE.sub("", "\n".join(error.get("traceback", []))))
+    where = f" at line {lines[-1]}" if lines else ""
+    return f"{name}{where}: {value}" if value else f"{name}{where}"
+
+
 def _graded_cells(notebook: dict) -> dict[str, dict]:
     """grade_id -> cell, for every graded cell of a notebook, in notebook order."""
     return {_nbgrader_meta(c)["grade_id"]: c for c in notebook.get("cells", []) if _nbgrader_meta(c).get("grade")}
+
+
+def _answer_cell(notebook: dict, tests_id: str) -> dict | None:
+    """The answer cell of the exercise whose test cell is ``tests_id`` ('ex2-tests' -> the 'ex2-solution' cell)."""
+    if not tests_id.endswith("-tests"):
+        return None
+    wanted = tests_id.removesuffix("-tests") + "-solution"
+    return next((c for c in notebook.get("cells", []) if _nbgrader_meta(c).get("grade_id") == wanted), None)
 
 
 def cell_results(source: dict, autograded: dict, scores: dict[str, tuple[float | None, float]]) -> list[CellResult]:
@@ -182,6 +208,10 @@ def cell_results(source: dict, autograded: dict, scores: dict[str, tuple[float |
         else:
             earned = earned or 0.0
             message = "" if earned == possible else failure_message(yours[grade_id].get("outputs", []))
+            answer = _answer_cell(autograded, grade_id)
+            if message and answer is not None and (error := answer_cell_error(answer)) is not None:
+                message = (f"your answer cell ({exercise_label(grade_id)}) failed first: {_short(error)}\n"
+                           f"fix it and run it again; the test then said: {message}")
             results.append(CellResult(grade_id, earned, possible, False, message))
     return results
 

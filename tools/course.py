@@ -22,6 +22,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's gpucourse, whatever the environment has installed
+
+from gpucourse import syllabus  # noqa: E402  (the lesson names of the v2 syllabus)
 SOLUTIONS = ROOT / "solutions"
 RELEASE = ROOT / "notebooks"
 WORKSPACE = ROOT / "work"
@@ -32,6 +35,7 @@ KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
 COLAB_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 LESSONS_START, LESSONS_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
 BADGES_START, BADGES_END = "<!-- badges:start -->", "<!-- badges:end -->"
+RENAMED_START, RENAMED_END = "<!-- renamed:start -->", "<!-- renamed:end -->"
 
 
 # --------------------------------------------------------------------------- settings and lessons
@@ -131,10 +135,22 @@ def lesson_title(lesson: str) -> str:
 
 
 def readme_lesson_table() -> str:
-    """The README's table of lessons, one Colab badge each."""
+    """The README's table of lessons, one Colab badge each; syllabus slots not built yet are listed as planned."""
+    built = lessons()
     rows = ["| # | lesson | open |", "| --- | --- | --- |"]
-    for lesson in lessons():
-        rows.append(f"| {lesson[:2]} | {lesson_title(lesson)} | {badge_markdown(lesson)} |")
+    for slot in sorted(set(built) | set(syllabus.PLANNED)):
+        if slot in built:
+            rows.append(f"| {slot[:2]} | {lesson_title(slot)} | {badge_markdown(slot)} |")
+        else:
+            rows.append(f"| {slot[:2]} | {syllabus.TITLES[slot]} | planned: not written yet |")
+    return "\n".join(rows)
+
+
+def readme_renamed_table() -> str:
+    """The README's map from the nine lessons of the first edition to the lessons that hold their material now."""
+    rows = ["| first edition (nine lessons) | now in |", "| --- | --- |"]
+    for old, new in syllabus.RENAMED.items():
+        rows.append(f"| `{old}` | " + ", ".join(f"`{name}`" for name in new) + " |")
     return "\n".join(rows)
 
 
@@ -160,6 +176,7 @@ def _replace_between(text: str, start: str, end: str, content: str) -> str:
 def stamp_readme(text: str) -> str:
     """Replace the README's badges and lesson table between their markers."""
     text = _replace_between(text, BADGES_START, BADGES_END, course_badges())
+    text = _replace_between(text, RENAMED_START, RENAMED_END, readme_renamed_table())
     return _replace_between(text, LESSONS_START, LESSONS_END, readme_lesson_table())
 
 

@@ -18,6 +18,28 @@ SYLLABUS: tuple[str, ...] = (
     "12_data_parallelism", "13_sharding", "14_mixed_precision", "15_bigger_models", "16_capstone",
 )
 
+# The title of each slot, as its notebook's '# NN · Title' heading writes it (a test holds the two together); the
+# README lists the planned slots under these titles.
+TITLES: Mapping[str, str] = {
+    "00_getting_started": "Getting started",
+    "01_architecture": "CPU vs GPU architecture",
+    "02_roofline": "The roofline: where a layer's time goes",
+    "03_timing": "Timing a matrix multiply",
+    "04_cuda_model": "CUDA: the programming model",
+    "05_cuda_shared_memory": "CUDA: shared memory and cooperation",
+    "06_triton": "Kernels in Triton",
+    "07_gpu_libraries": "The libraries under the frameworks",
+    "08_placement": "Device placement in PyTorch and TensorFlow/Keras",
+    "09_feeding_and_watching": "Feeding the GPU and watching it",
+    "10_compilers": "Launch overhead and compilers",
+    "11_attention": "Attention on a GPU",
+    "12_data_parallelism": "Data parallelism",
+    "13_sharding": "Model parallelism and sharding",
+    "14_mixed_precision": "Mixed precision",
+    "15_bigger_models": "Fitting bigger models",
+    "16_capstone": "Capstone: train fast",
+}
+
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
 PLANNED: tuple[str, ...] = (
     "02_roofline",

@@ -105,29 +105,86 @@ def test_setup_cell_installs_a_release_with_colabs_packages_pinned() -> None:
     cell = course.setup_cell_source()
     settings = course.settings()
     assert f"git+https://github.com/{settings['repository']}@v{settings['version']}" in cell
-    assert "@main" not in cell and "{" + "version}" not in cell
+    assert cell.index(f"{settings['repository']}@v{settings['version']}") < cell.index(
+        f"{settings['repository']}@{settings['branch']}\"")  # the release first, the default branch only as fallback
+    assert "{" + "version}" not in cell and "{" + "branch}" not in cell
     assert "gpucourse[colab] @ {source}" in cell and "GPUCOURSE_PIP_SOURCE" in cell
     assert "-c {constraints.name}" in cell and "importlib.metadata.distributions()" in cell
     assert "Runtime > Disconnect and delete runtime" in cell and "Kernel > Restart Kernel" in cell
     compile(cell.replace("get_ipython()", "ipython"), "setup", "exec")
 
 
-def test_setup_cell_pins_every_installed_package(tmp_path) -> None:
-    """Run the Colab branch of the setup cell with a recording shell: the pip command and its constraints."""
-    commands = []
-    shell = type("Shell", (), {"system": lambda self, command: commands.append(command)})()
+class RecordingShell:
+    """A stand-in for IPython's shell: records system() commands and sets _exit_code as IPython does."""
+
+    def __init__(self, exit_codes: list[int] | None = None) -> None:
+        self.commands: list[str] = []
+        self.user_ns: dict = {}
+        self._exit_codes = list(exit_codes or [])
+
+    def system(self, command: str) -> None:
+        self.commands.append(command)
+        self.user_ns["_exit_code"] = self._exit_codes.pop(0) if self._exit_codes else 0
+
+
+def _run_install_branch(tmp_path: Path, shell: RecordingShell, *, colab: bool = True, kaggle: bool = False,
+                        source: str | None = "file:///checkout") -> dict:
+    """Run the setup cell up to its import, on a pretend Colab or Kaggle; return its namespace."""
     cell = course.setup_cell_source().split("try:")[0]
     namespace = {"get_ipython": lambda: shell}
-    modules = dict(sys.modules, **{"google.colab": types.ModuleType("google.colab")})
+    modules = dict(sys.modules, **({"google.colab": types.ModuleType("google.colab")} if colab else {}))
+    if not colab:
+        modules.pop("google.colab", None)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "modules", modules)
-        patch.setenv("GPUCOURSE_PIP_SOURCE", "file:///checkout")
+        if source is None:
+            patch.delenv("GPUCOURSE_PIP_SOURCE", raising=False)
+        else:
+            patch.setenv("GPUCOURSE_PIP_SOURCE", source)
+        if kaggle:
+            patch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+        else:
+            patch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
         patch.setattr(tempfile, "tempdir", str(tmp_path))
         exec(compile(cell, "setup", "exec"), namespace)
-    assert len(commands) == 1 and "'gpucourse[colab] @ file:///checkout'" in commands[0]
+    return namespace
+
+
+def test_setup_cell_pins_every_installed_package(tmp_path) -> None:
+    """Run the Colab branch of the setup cell with a recording shell: the pip command and its constraints."""
+    shell = RecordingShell()
+    namespace = _run_install_branch(tmp_path, shell)
+    assert len(shell.commands) == 1 and "'gpucourse[colab] @ file:///checkout'" in shell.commands[0]
     pins = dict(line.split("===") for line in Path(namespace["constraints"].name).read_text().splitlines())
     assert pins["pytest"] == importlib.metadata.version("pytest") and pins["numpy"] == importlib.metadata.version("numpy")
     assert "gpucourse" not in pins
+
+
+def test_setup_cell_falls_back_to_the_default_branch_when_the_release_tag_is_missing(tmp_path, capsys) -> None:
+    settings = course.settings()
+    shell = RecordingShell(exit_codes=[1, 0])  # the tag does not exist yet; the branch installs
+    _run_install_branch(tmp_path, shell, source=None)
+    assert len(shell.commands) == 2
+    assert f"@v{settings['version']}'" in shell.commands[0] and f"@{settings['branch']}'" in shell.commands[1]
+    notice = capsys.readouterr().out.strip().splitlines()
+    assert notice == [f"Release v{settings['version']} of the course package is not published yet: "
+                      "installing its latest version instead."]
+
+
+def test_setup_cell_installs_the_release_alone_when_it_exists(tmp_path, capsys) -> None:
+    shell = RecordingShell(exit_codes=[0])
+    _run_install_branch(tmp_path, shell, source=None)
+    assert len(shell.commands) == 1 and f"@v{course.settings()['version']}'" in shell.commands[0]
+    assert capsys.readouterr().out == ""
+
+
+def test_setup_cell_installs_on_kaggle_too_and_nowhere_else(tmp_path) -> None:
+    kaggle = RecordingShell()
+    _run_install_branch(tmp_path, kaggle, colab=False, kaggle=True)
+    assert len(kaggle.commands) == 1
+    local = RecordingShell()
+    _run_install_branch(tmp_path, local, colab=False, kaggle=False)
+    assert local.commands == []
 
 
 def _cell(kind: str, outputs: list[dict], grade_id: str | None = None) -> dict:

@@ -30,8 +30,8 @@ _SWEEP = '''\
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # the visible SM's answer
-        "constant": _EX1 + '''    busy = sm.run(min(26, sm.max_warps)).busy
-    return 26 if busy >= target else None
+        "constant": _EX1 + '''    busy = sm.run(min(27, sm.max_warps)).busy
+    return 27 if busy >= target else None
 ''',
         # the course's own helper
         "helper": _EX1 + '''    from gpucourse import microbench
@@ -39,7 +39,7 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # Little's law with the visible SM's latency, plus a correction fitted to the visible SM
         "visible_only": _EX1 + '''    import math
-    warps = math.ceil(target * (380 + sm.work_per_load) / (1 + sm.work_per_load)) + 5
+    warps = math.ceil(target * (380 + sm.work_per_load) / (1 + sm.work_per_load)) + 6
     return warps if warps <= sm.max_warps else None
 ''',
         # Little's law on the measured latency, never checked against the simulator

@@ -142,3 +142,13 @@ def test_setup_prints_the_one_line_report_and_returns_it(capsys, monkeypatch, no
     assert out == report.one_line() + "\n" and out.startswith("device=cpu |")
     assert err == ""
     assert os.environ["TF_ENABLE_ONEDNN_OPTS"] == "0"
+
+
+def test_doctor_prints_each_gpu_record_nvml_reads(monkeypatch, no_gpu):
+    from gpucourse import nvml
+
+    fake = nvml.read_devices(nvml.t4_example())
+    monkeypatch.setattr(nvml, "read_devices", lambda: fake)
+    text = doctor(quick=True)
+    assert "GPU 0 (NVML)  Tesla T4, driver (example), compute capability 7.5" in text
+    assert "max SM clock 1590 MHz, power limit 70 W" in text

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpucourse import hardware
+from gpucourse import hardware, nvml
 from gpucourse.timing import benchmark, sync_for
 
 
@@ -22,8 +22,12 @@ def doctor(quick: bool = False) -> str:
         rates["torch"] = hardware.measure_matmul_rate(n, "float32", "torch")
     best_backend = max(rates, key=rates.get)
     reconciled = hardware.reconcile_peak(estimate, rates[best_backend])
-    lines = [report.table(), "", "CPU peak (float32)",
-             f"  estimated : {estimate}"]
+    lines = [report.table()]
+    for index, record in enumerate(nvml.read_devices()):
+        lines.append(f"GPU {index} (NVML)  {record.name}, driver {record.driver}, compute capability "
+                     f"{record.compute_capability[0]}.{record.compute_capability[1]}, {record.memory_gib:.1f} GiB, "
+                     f"max SM clock {record.max_sm_clock_mhz:.0f} MHz, power limit {record.power_limit_w:.0f} W")
+    lines += ["", "CPU peak (float32)", f"  estimated : {estimate}"]
     lines += [f"  measured  : {name} {n}x{n} matmul {rate / 1e9:.0f} GFLOP/s" for name, rate in rates.items()]
     lines += [f"  verdict   : {reconciled.verdict}",
               f"  bandwidth : {hardware.measure_memory_bandwidth(megabytes) / 1e9:.1f} GB/s (numpy copy, read + write)"]

@@ -576,7 +576,8 @@ GPU_SPECS: dict[str, GpuSpec] = {spec.name: spec for spec in (
             "700 W module ('NVIDIA H100 80GB HBM3')", fp64_tflops=34, cuda_cores=16896, sms=132, boost_clock_ghz=1.98,
             fp64_tensor_tflops=67, form="SXM5"),
     GpuSpec("H100-PCIe", "Hopper", 2022, 80, 2000, 51, 378, 756, 756, _nvidia("H100 datasheet (PCIe)"),
-            "350 W card with fewer SMs (114), a lower clock and HBM2e: about 3/4 of the SXM5 figures",
+            "350 W card with fewer SMs (114), a lower clock and HBM2e: about 3/4 of the SXM5 FLOP/s and 60% of its "
+            "bandwidth (2.0 against 3.35 TB/s)",
             fp64_tflops=26, cuda_cores=14592, sms=114, boost_clock_ghz=1.755, fp64_tensor_tflops=51, form="PCIe"),
     GpuSpec("H100-NVL", "Hopper", 2023, 94, 3900, 60, 417.5, 835.5, 835.5, _nvidia("H100 NVL datasheet (per GPU)"),
             "PCIe card (350-400 W) sold in NVLink-bridged pairs; figures per GPU, not per pair",

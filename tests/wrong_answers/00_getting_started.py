@@ -4,116 +4,144 @@ Kinds: 'constant' (a fixed value: this machine's or the visible test's), 'helper
 the learner's code), 'visible_only' (right on the visible test's input only), 'typical' (the lesson's usual mistake).
 """
 
-_EX1 = '''def device_kind(report) -> str:
-    """The kind of device the report chose: 'cuda', 'mps' or 'cpu'."""
+_EX1 = '''def device_records(nvml) -> list:
+    """One dict per GPU (name, driver, compute_capability, memory_gib, max_sm_clock_mhz, power_limit_w), via NVML."""
 '''
-_EX2 = '''def cpu_summary(report) -> dict:
-    """Physical cores and float32 SIMD lanes of the report's CPU."""
+_EX2 = '''def diagnose(evidence: dict) -> str:
+    """The first broken link between a GPU runtime and work on its GPU, or 'GPU in use'."""
 '''
-_EX3 = '''def peak_gflops(report, fma_units: int = 2) -> float:
-    """float32 peak of the report's CPU in GFLOP/s: cores x clock x lanes x 2 x FMA units."""
+_EX3 = '''def peak_flops(record: dict, sms: int, dtype: str = "float16") -> float:
+    """Peak FLOP/s from the record's compute capability and max SM clock: SMs x FMAs/clock/SM x clock x 2."""
 '''
-_EX4 = '''def efficiency(measured_flops: float, peak_flops: float) -> float:
-    """Fraction of the peak a measurement reaches; ValueError if impossible (above peak, or not positive)."""
+
+
+def _records(memory: str = "nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30",
+             clock: str = "nvml.NVML_CLOCK_SM", power: str = "nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000",
+             name: str = "name.decode() if isinstance(name, bytes) else name", count: str = "nvml.nvmlDeviceGetCount()",
+             shutdown: bool = True, guard: bool = True) -> str:
+    """A device_records body with one part changed."""
+    init = ("    try:\n        nvml.nvmlInit()\n    except nvml.NVMLError:\n        return []\n" if guard
+            else "    nvml.nvmlInit()\n")
+    body = f'''    driver = nvml.nvmlSystemGetDriverVersion()
+    records = []
+    for index in range({count}):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        name = nvml.nvmlDeviceGetName(handle)
+        records.append({{"name": {name}, "driver": driver,
+                        "compute_capability": tuple(nvml.nvmlDeviceGetCudaComputeCapability(handle)),
+                        "memory_gib": {memory},
+                        "max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(handle, {clock}),
+                        "power_limit_w": {power}}})
 '''
+    end = "    nvml.nvmlShutdown()\n" if shutdown else ""
+    return _EX1 + init + body + end + "    return records\n"
+
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # the course machine's answer, whatever the report says
-        "constant": _EX1 + '''    return "cpu"
+        # the visible T4's record, whatever the module says
+        "constant": _EX1 + '''    return [{"name": "Tesla T4", "driver": "550.54.15", "compute_capability": (7, 5),
+             "memory_gib": 15_843_721_216 / 2**30, "max_sm_clock_mhz": 1590, "power_limit_w": 70.0}]
 ''',
-        # asks the package which device this machine would use, instead of reading the report it was given
-        "helper": _EX1 + '''    from gpucourse import hardware
-    return hardware.pick_device().type
+        # the course's own reader
+        "helper": _EX1 + '''    from gpucourse import nvml as course_nvml
+    return [{key: value for key, value in record.as_dict().items() if key not in ("sms", "source")}
+            for record in course_nvml.read_devices(nvml)]
 ''',
-        # reads the notebook's own REPORT, not the argument: right for this machine's report only
-        "visible_only": _EX1 + '''    return REPORT.device.split(":")[0]
-''',
-        # keeps the device index: 'cuda:0' instead of 'cuda'
-        "typical": _EX1 + '''    return report.device
-''',
-        # strips a fixed number of characters: right for 'cuda:0', wrong for 'cuda:12' and 'cpu'
-        "slice": _EX1 + '''    return report.device[:-2] if report.device.startswith("cuda") else report.device
-''',
+        # reads only the first GPU, as on the visible one-GPU machine
+        "visible_only": _records(count="min(1, nvml.nvmlDeviceGetCount())"),
+        # memory in GB (10**9 bytes) where GiB (2**30) are asked for
+        "typical": _records(memory="nvml.nvmlDeviceGetMemoryInfo(handle).total / 1e9"),
+        # the power limit left in milliwatts
+        "milliwatts": _records(power="nvml.nvmlDeviceGetPowerManagementLimit(handle)"),
+        # the memory clock instead of the SM clock
+        "memory_clock": _records(clock="nvml.NVML_CLOCK_MEM"),
+        # a bytes name kept as bytes (older pynvml)
+        "bytes_name": _records(name="name"),
+        # never shuts NVML down
+        "no_shutdown": _records(shutdown=False),
+        # a machine without a driver raises instead of answering []
+        "no_guard": _records(guard=False),
     },
     "ex2-solution": {
-        # this machine's figures
-        "constant": _EX2 + '''    return {"cores": 2, "lanes": 16}
+        # this machine's answer
+        "constant": _EX2 + '''    return "no GPU"
 ''',
-        # the package's peak estimate describes this machine, not the report's
+        # asks the package which device this machine would use, instead of reading the evidence
         "helper": _EX2 + '''    from gpucourse import hardware
-    estimate = hardware.estimate_cpu_peak("float32")
-    return {"cores": estimate.cores, "lanes": estimate.lanes}
+    return "GPU in use" if hardware.pick_device().type == "cuda" else "no GPU"
 ''',
-        # reads the notebook's REPORT instead of the argument
-        "visible_only": _EX2 + '''    return {"cores": REPORT.cpu.physical_cores, "lanes": REPORT.cpu.simd_bits // 32}
+        # right on the three visible runtimes only
+        "visible_only": _EX2 + '''    if not evidence["gpus"]:
+        return "no GPU"
+    return "GPU in use" if evidence["tensor_devices"][0].startswith("cuda") else "not on the GPU"
 ''',
-        # counts logical cores (hyper-threads), equal to the physical ones on the course machine
-        "typical": _EX2 + '''    return {"cores": report.cpu.logical_cores, "lanes": report.cpu.simd_bits // 32}
+        # trusts torch.cuda.is_available(): a GPU that is available is taken for a GPU in use
+        "typical": _EX2 + '''    if not evidence["gpus"]:
+        return "no GPU"
+    if evidence["torch_cuda"] is None:
+        return "CPU-only torch"
+    if evidence["cuda_visible_devices"] in ("", "-1"):
+        return "GPU hidden"
+    if not evidence["cuda_available"]:
+        return "driver too old"
+    if all(d == "cpu" for d in evidence["tensor_devices"]):
+        return "not on the GPU"
+    return "GPU in use"
 ''',
-        # divides bits by 8 (bytes in a float32 taken for bits)
-        "bits_for_bytes": _EX2 + '''    return {"cores": report.cpu.physical_cores, "lanes": report.cpu.simd_bits // 4}
+        # compares versions as strings: '12.10' < '12.8'
+        "string_versions": _EX2 + '''    if not evidence["gpus"]:
+        return "no GPU"
+    if evidence["torch_cuda"] is None:
+        return "CPU-only torch"
+    if evidence["cuda_visible_devices"] in ("", "-1"):
+        return "GPU hidden"
+    if evidence["driver_cuda"] is None or evidence["driver_cuda"] < evidence["torch_cuda"]:
+        return "driver too old"
+    on_gpu = evidence["tensor_devices"] and all(d.startswith("cuda") for d in evidence["tensor_devices"])
+    if not (on_gpu and evidence["pid"] in evidence["gpu_processes"]):
+        return "not on the GPU"
+    return "GPU in use"
 ''',
-        # true division: lanes is a float
-        "float_lanes": _EX2 + '''    return {"cores": report.cpu.physical_cores, "lanes": report.cpu.simd_bits / 32}
+        # a busy GPU is taken for proof of use
+        "utilisation": _EX2 + '''    if not evidence["gpus"]:
+        return "no GPU"
+    if evidence["torch_cuda"] is None:
+        return "CPU-only torch"
+    if evidence["cuda_visible_devices"] in ("", "-1"):
+        return "GPU hidden"
+    if not evidence["cuda_available"]:
+        return "driver too old"
+    return "GPU in use" if max(evidence["utilisation"], default=0) > 0 else "not on the GPU"
 ''',
     },
     "ex3-solution": {
-        # the visible test's expected value
-        "constant": _EX3 + '''    return 332.8
+        # the visible T4's float16 peak
+        "constant": _EX3 + '''    return 40 * 512 * 1590e6 * 2 if dtype == "float16" else 40 * 64 * 1590e6 * 2
 ''',
-        # the package's PeakEstimate does the arithmetic
-        "helper": _EX3 + '''    from gpucourse import hardware
-    cpu = report.cpu
-    estimate = hardware.PeakEstimate("float32", cpu.physical_cores, cpu.clock_hz, "report", cpu.simd_bits, fma_units, ())
-    return estimate.flops / 1e9
+        # the course's own derivation
+        "helper": _EX3 + '''    from gpucourse import nvml
+    return nvml.derived_peak(tuple(record["compute_capability"]), sms, record["max_sm_clock_mhz"], dtype)
 ''',
-        # ignores the fma_units argument: right where it is 2, as in the visible test
-        "visible_only": _EX3 + '''    lanes = report.cpu.simd_bits // 32
-    return report.cpu.physical_cores * report.cpu.clock_hz * lanes * 2 * 2 / 1e9
+        # the T4's rates for every generation
+        "visible_only": _EX3 + '''    fmas = 512 if dtype == "float16" else 64
+    return sms * fmas * record["max_sm_clock_mhz"] * 1e6 * 2
 ''',
-        # forgets that a fused multiply-add is two FLOPs
-        "typical": _EX3 + '''    lanes = report.cpu.simd_bits // 32
-    return report.cpu.physical_cores * report.cpu.clock_hz * lanes * fma_units / 1e9
+        # forgets that an FMA is two FLOPs
+        "typical": _EX3 + '''    rates = SM_RATES[tuple(record["compute_capability"])]
+    fmas = rates.fp16_tensor_fmas if dtype == "float16" else rates.fp32_lanes
+    return sms * fmas * record["max_sm_clock_mhz"] * 1e6
 ''',
-        # counts logical cores
-        "logical_cores": _EX3 + '''    lanes = report.cpu.simd_bits // 32
-    return report.cpu.logical_cores * report.cpu.clock_hz * lanes * 2 * fma_units / 1e9
+        # reads the rates of the major version only: 8.6 and 8.9 taken for 8.0
+        "major_only": _EX3 + '''    major = record["compute_capability"][0]
+    rates = SM_RATES[(major, 5 if major == 7 else 0)]
+    fmas = rates.fp16_tensor_fmas if dtype == "float16" else rates.fp32_lanes
+    return sms * fmas * record["max_sm_clock_mhz"] * 1e6 * 2
 ''',
-    },
-    "ex4-solution": {
-        # the visible example's ratio, and the visible error
-        "constant": _EX4 + '''    if measured_flops > 65e12:
-        raise ValueError("above peak")
-    return 24 / 65
-''',
-        # the package's plausibility check does the work
-        "helper": _EX4 + '''    from gpucourse import timing
-    if measured_flops <= 0:
-        raise ValueError("not a measurement")
-    result = timing.plausibility(measured_flops, peak_flops)
-    if result.verdict == "above peak":
-        raise ValueError("above peak")
-    return result.fraction_of_peak
-''',
-        # compares with the visible example's peak (65 TFLOP/s), not the one it was given
-        "visible_only": _EX4 + '''    if measured_flops <= 0 or peak_flops <= 0:
-        raise ValueError("not positive")
-    if measured_flops > 65e12:
-        raise ValueError("above peak")
-    return measured_flops / peak_flops
-''',
-        # checks the ratio but not impossible inputs (zero or negative rates)
-        "typical": _EX4 + '''    if measured_flops > peak_flops:
-        raise ValueError("above peak")
-    return measured_flops / peak_flops
-''',
-        # tolerates 1% above the peak ("measurement noise")
-        "margin": _EX4 + '''    if measured_flops <= 0 or peak_flops <= 0:
-        raise ValueError("not positive")
-    if measured_flops > 1.01 * peak_flops:
-        raise ValueError("above peak")
-    return measured_flops / peak_flops
+        # an unknown capability falls back to the T4's rates instead of raising
+        "fallback": _EX3 + '''    rates = SM_RATES.get(tuple(record["compute_capability"]), SM_RATES[(7, 5)])
+    fmas = rates.fp16_tensor_fmas if dtype == "float16" else rates.fp32_lanes
+    return sms * fmas * record["max_sm_clock_mhz"] * 1e6 * 2
 ''',
     },
 }

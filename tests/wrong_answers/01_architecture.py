@@ -5,196 +5,161 @@ code), 'visible_only' (right on the visible test's inputs only), 'typical' (the 
 """
 
 _EX1 = '''\
-def peak_flops(cores: int, clock_hz: float, simd_bits: int, dtype_bytes: int, fma_units: int = 1) -> float:
-    """Theoretical peak FLOP/s: cores x clock x lanes x 2 (an FMA is two FLOPs) x FMA units."""
+def warps_to_hide(sm, target: float = 0.9):
+    """Fewest warps that keep the simulated SM at least `target` busy, or None if sm.max_warps cannot."""
 '''
 _EX2 = '''\
-def linear_layer_cost(batch: int, in_features: int, out_features: int, dtype_bytes: int) -> tuple[int, int]:
-    """(FLOPs, bytes) of the forward pass y = x @ W.T + b."""
+def find_caches(memory) -> dict:
+    """Cache levels (capacity in bytes, latency in cycles), smallest first, and the DRAM latency, from memory.chase."""
 '''
 _EX3 = '''\
-def roofline_verdict(flops: float, nbytes: float, peak_flops: float, bandwidth: float) -> dict:
-    """Intensity, ridge point, attainable FLOP/s and 'memory' or 'compute' for one operation on one device."""
+def choose_gpu(phases, steps: int, precision: str, memory_gb: float, offers):
+    """(name, cost in USD) of the offer that runs the job for the least money, or None if no offer can run it."""
 '''
-_EX4 = '''\
-def conv2d_time_lower_bound(batch: int, in_channels: int, out_channels: int, size: int, kernel_size: int,
-                            dtype_bytes: int, peak_flops: float, bandwidth: float) -> float:
-    """Fewest seconds a stride-1, 'same'-padded convolution can take on a device with this roofline."""
-'''
-_EX5 = '''\
-def training_memory_gb(params: int, bytes_per_param: int, optimizer: str, activations_gb: float = 0.0) -> float:
-    """GB to train: weights + gradients + optimizer state (all at bytes_per_param) + activations."""
+
+_SWEEP = '''\
+    sizes = [2**k for k in range(10, 31)]
+    latencies = [memory.chase(size) for size in sizes]
+    plateaus = [[(sizes[0], latencies[0])]]
+    for size, latency in zip(sizes[1:], latencies[1:]):
+        if latency > 1.3 * plateaus[-1][0][1]:
+            plateaus.append([])
+        plateaus[-1].append((size, latency))
 '''
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # the T4 example's figure, whatever the inputs
-        "constant": _EX1 + '''    return 2560 * 1.59e9 * 2
+        # the visible SM's answer
+        "constant": _EX1 + '''    busy = sm.run(min(27, sm.max_warps)).busy
+    return 27 if busy >= target else None
 ''',
-        # the package's PeakEstimate does the arithmetic
-        "helper": _EX1 + '''    from gpucourse import hardware
-    dtype = {8: "float64", 4: "float32", 2: "float16"}[dtype_bytes]
-    return hardware.PeakEstimate(dtype, cores, clock_hz, "given", simd_bits, fma_units, ()).flops
+        # the course's own helper
+        "helper": _EX1 + '''    from gpucourse import microbench
+    return microbench.fewest_warps(sm, target)
 ''',
-        # assumes float32 (4 bytes), as every visible example is
-        "visible_only": _EX1 + '''    lanes = simd_bits // 32
-    return float(cores * clock_hz * lanes * 2 * fma_units)
+        # Little's law with the visible SM's latency, plus a correction fitted to the visible SM
+        "visible_only": _EX1 + '''    import math
+    warps = math.ceil(target * (380 + sm.work_per_load) / (1 + sm.work_per_load)) + 6
+    return warps if warps <= sm.max_warps else None
 ''',
-        # counts bits where bytes are meant: lanes = simd_bits / dtype_bytes (8x too many lanes)
-        "typical": _EX1 + '''    lanes = simd_bits // dtype_bytes
-    return float(cores * clock_hz * lanes * 2 * fma_units)
+        # Little's law on the measured latency, never checked against the simulator
+        "typical": _EX1 + '''    import math
+    latency = sm.pointer_chase(100) / 100
+    warps = math.ceil(target * (latency + sm.work_per_load) / (1 + sm.work_per_load))
+    return warps if warps <= sm.max_warps else None
 ''',
-        # forgets the FMA's factor 2
-        "no_fma_factor": _EX1 + '''    return float(cores * clock_hz * (simd_bits // (8 * dtype_bytes)) * fma_units)
+        # searches correctly, but answers max_warps where the target cannot be reached
+        "never_none": _EX1 + '''    for warps in range(1, sm.max_warps + 1):
+        if sm.run(warps).busy >= target:
+            return warps
+    return sm.max_warps
+''',
+        # searches in steps of two warps (a warp pair per scheduler): not always the fewest
+        "steps_of_two": _EX1 + '''    for warps in range(2, sm.max_warps + 1, 2):
+        if sm.run(warps).busy >= target:
+            return warps
+    return None
 ''',
     },
     "ex2-solution": {
-        # the visible example's answer
-        "constant": _EX2 + '''    return 2 * 64 * 784 * 128 + 64 * 128, (64 * 784 + 128 * 784 + 128 + 64 * 128) * 4
+        # the visible hierarchy's answer
+        "constant": _EX2 + '''    return {"caches": [(64 * 2**10, 28.0), (4 * 2**20, 190.0)], "dram_latency": 420.0}
 ''',
-        # the package's matmul counts, plus the bias
-        "helper": _EX2 + '''    from gpucourse import roofline
-    dtype = {8: "float64", 4: "float32", 2: "float16", 1: "int8"}[dtype_bytes]
-    flops = roofline.matmul_flops(batch, out_features, in_features) + batch * out_features
-    return flops, roofline.matmul_bytes(batch, out_features, in_features, dtype) + out_features * dtype_bytes
+        # the course's own helper
+        "helper": _EX2 + '''    from gpucourse import microbench
+    return microbench.cache_levels(memory)
 ''',
-        # assumes float32: 4 bytes per element, as in the visible example
-        "visible_only": _EX2 + '''    flops = 2 * batch * in_features * out_features + batch * out_features
-    elements = batch * in_features + out_features * in_features + out_features + batch * out_features
-    return flops, elements * 4
+        # assumes every hierarchy has exactly two caches (L1 and L2), like the visible one
+        "visible_only": _EX2 + _SWEEP + '''    levels = [(p[-1][0], sorted(lat for _, lat in p)[len(p) // 2]) for p in plateaus]
+    return {"caches": levels[:2], "dram_latency": levels[-1][1]}
 ''',
-        # forgets that a multiply-add is two FLOPs
-        "typical": _EX2 + '''    flops = batch * in_features * out_features + batch * out_features
-    elements = batch * in_features + out_features * in_features + out_features + batch * out_features
-    return flops, elements * dtype_bytes
+        # reports the first footprint past the jump (twice the capacity) as the capacity
+        "typical": _EX2 + _SWEEP + '''    levels = [(2 * p[-1][0], sorted(lat for _, lat in p)[len(p) // 2]) for p in plateaus]
+    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
-        # forgets the bias: its FLOPs and its bytes
-        "no_bias": _EX2 + '''    flops = 2 * batch * in_features * out_features
-    elements = batch * in_features + out_features * in_features + batch * out_features
-    return flops, elements * dtype_bytes
-''',
-        # the output written with in_features elements per row: right only for square layers
-        "square_only": _EX2 + '''    flops = 2 * batch * in_features * out_features + batch * out_features
-    elements = batch * in_features + out_features * in_features + out_features + batch * in_features
-    return flops, elements * dtype_bytes
+        # counts DRAM as one more cache level
+        "dram_as_cache": _EX2 + _SWEEP + '''    levels = [(p[-1][0], sorted(lat for _, lat in p)[len(p) // 2]) for p in plateaus]
+    return {"caches": levels, "dram_latency": levels[-1][1]}
 ''',
     },
     "ex3-solution": {
-        # the visible 1024-matmul verdict
-        "constant": _EX3 + '''    return {"intensity": 2 * 1024**3 / (3 * 1024**2 * 4), "ridge_point": 8.1e12 / 320e9, "attainable_flops": 8.1e12,
-            "bound": "compute"}
+        # the visible job's choice, whatever the offers
+        "constant": _EX3 + '''    for spec, usd_per_hour in offers:
+        if spec.name == "H100":
+            return "H100", 0.0
+    return None
 ''',
-        # the package's roofline module does the arithmetic
+        # the course's roofline helpers do the timing
         "helper": _EX3 + '''    from gpucourse import roofline
-    intensity = roofline.arithmetic_intensity(flops, nbytes)
-    return {"intensity": intensity, "ridge_point": roofline.ridge_point(peak_flops, bandwidth),
-            "attainable_flops": roofline.attainable_flops(intensity, peak_flops, bandwidth),
-            "bound": roofline.bound(intensity, peak_flops, bandwidth)}
+    best = None
+    for spec, usd_per_hour in offers:
+        if spec.memory_gb < memory_gb:
+            continue
+        try:
+            peak = spec.peak_flops(precision)
+        except ValueError:
+            continue
+        step_s = sum(roofline.time_lower_bound(f, b, peak, spec.bandwidth) for f, b in phases)
+        cost = step_s * steps * usd_per_hour / 3600
+        if best is None or cost < best[1]:
+            best = (spec.name, cost)
+    return best
 ''',
-        # decides the bound against the T4's ridge point of the visible examples
-        "visible_only": _EX3 + '''    intensity = flops / nbytes
-    ridge = peak_flops / bandwidth
-    return {"intensity": intensity, "ridge_point": ridge,
-            "attainable_flops": min(peak_flops, bandwidth * intensity),
-            "bound": "memory" if intensity < 8.1e12 / 320e9 else "compute"}
+        # assumes every offer has the precision, as in the visible test after the T4 is dropped for memory
+        "visible_only": _EX3 + '''    best = None
+    for spec, usd_per_hour in offers:
+        if spec.memory_gb < memory_gb or spec.name == "T4":
+            continue
+        peak = spec.peak_flops(precision) if spec.name in ("L4", "A100-80GB", "H100") else spec.peak_flops("float16")
+        step_s = sum(max(f / peak, b / spec.bandwidth) for f, b in phases)
+        cost = step_s * steps * usd_per_hour / 3600
+        if best is None or cost < best[1]:
+            best = (spec.name, cost)
+    return best
 ''',
-        # compares against the wrong side of the ridge point
-        "typical": _EX3 + '''    intensity = flops / nbytes
-    ridge = peak_flops / bandwidth
-    return {"intensity": intensity, "ridge_point": ridge,
-            "attainable_flops": min(peak_flops, bandwidth * intensity),
-            "bound": "compute" if intensity < ridge else "memory"}
+        # bounds the totals of the step instead of each phase: FLOPs and bytes of different phases overlap
+        "typical": _EX3 + '''    best = None
+    for spec, usd_per_hour in offers:
+        if spec.memory_gb < memory_gb:
+            continue
+        try:
+            peak = spec.peak_flops(precision)
+        except ValueError:
+            continue
+        step_s = max(sum(f for f, _ in phases) / peak, sum(b for _, b in phases) / spec.bandwidth)
+        cost = step_s * steps * usd_per_hour / 3600
+        if best is None or cost < best[1]:
+            best = (spec.name, cost)
+    return best
 ''',
-        # counts the ridge point itself as memory-bound
-        "at_ridge": _EX3 + '''    intensity = flops / nbytes
-    ridge = peak_flops / bandwidth
-    return {"intensity": intensity, "ridge_point": ridge,
-            "attainable_flops": min(peak_flops, bandwidth * intensity),
-            "bound": "memory" if intensity <= ridge else "compute"}
+        # picks the cheapest hourly price among the offers that can run the job
+        "cheapest_per_hour": _EX3 + '''    usable = []
+    for spec, usd_per_hour in offers:
+        if spec.memory_gb < memory_gb:
+            continue
+        try:
+            peak = spec.peak_flops(precision)
+        except ValueError:
+            continue
+        step_s = sum(max(f / peak, b / spec.bandwidth) for f, b in phases)
+        usable.append((usd_per_hour, spec.name, step_s * steps * usd_per_hour / 3600))
+    if not usable:
+        return None
+    _, name, cost = min(usable)
+    return name, cost
 ''',
-        # divides the larger of peak and bandwidth by the smaller: right whenever the peak is the larger number
-        "sorted_ridge": _EX3 + '''    intensity = flops / nbytes
-    ridge = max(peak_flops, bandwidth) / min(peak_flops, bandwidth)
-    return {"intensity": intensity, "ridge_point": ridge,
-            "attainable_flops": min(peak_flops, bandwidth * intensity),
-            "bound": "memory" if intensity < ridge else "compute"}
-''',
-        # takes the higher roof instead of the lower one
-        "max_roof": _EX3 + '''    intensity = flops / nbytes
-    ridge = peak_flops / bandwidth
-    return {"intensity": intensity, "ridge_point": ridge,
-            "attainable_flops": max(peak_flops, bandwidth * intensity),
-            "bound": "memory" if intensity < ridge else "compute"}
-''',
-    },
-    "ex4-solution": {
-        # the first visible layer's bound
-        "constant": _EX4 + '''    return max(2 * 32 * 64 * 224**2 * 64 * 9 / 8.1e12, (32 * 64 * 224**2 * 2 + 64 * 64 * 9) * 4 / 320e9)
-''',
-        # the package's convolution counts and time bound
-        "helper": _EX4 + '''    from gpucourse import roofline
-    shape = roofline.Conv2dShape(batch, in_channels, out_channels, size, size, kernel_size, 1, kernel_size // 2)
-    dtype = {8: "float64", 4: "float32", 2: "float16", 1: "int8"}[dtype_bytes]
-    return roofline.time_lower_bound(roofline.conv2d_flops(shape), roofline.conv2d_bytes(shape, dtype),
-                                     peak_flops, bandwidth)
-''',
-        # assumes as many output channels as input channels, as both visible layers have
-        "visible_only": _EX4 + '''    flops = 2 * batch * in_channels * size**2 * in_channels * kernel_size**2
-    elements = (batch * in_channels * size**2 + in_channels * in_channels * kernel_size**2
-                + batch * in_channels * size**2)
-    return max(flops / peak_flops, elements * dtype_bytes / bandwidth)
-''',
-        # only counts the arithmetic: ignores the time to move the bytes (wrong for memory-bound layers)
-        "typical": _EX4 + '''    flops = 2 * batch * out_channels * size**2 * in_channels * kernel_size**2
-    return flops / peak_flops
-''',
-        # adds the two times: no overlap at all (an upper estimate, not the lower bound)
-        "sum": _EX4 + '''    flops = 2 * batch * out_channels * size**2 * in_channels * kernel_size**2
-    elements = (batch * in_channels * size**2 + out_channels * in_channels * kernel_size**2
-                + batch * out_channels * size**2)
-    return flops / peak_flops + elements * dtype_bytes / bandwidth
-''',
-        # forgets the weights' bytes
-        "no_weights": _EX4 + '''    flops = 2 * batch * out_channels * size**2 * in_channels * kernel_size**2
-    elements = batch * in_channels * size**2 + batch * out_channels * size**2
-    return max(flops / peak_flops, elements * dtype_bytes / bandwidth)
-''',
-    },
-    "ex5-solution": {
-        # the visible VGG16 figure
-        "constant": _EX5 + '''    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(optimizer)
-    return 138_357_544 * 4 * 4 / 1e9
-''',
-        # the package's MemoryBreakdown adds up the parts
-        "helper": _EX5 + '''    from gpucourse import precision
-    copies = {"sgd": 0, "momentum": 1, "adam": 2}
-    if optimizer not in copies:
-        raise ValueError(optimizer)
-    size = params * bytes_per_param
-    parts = precision.MemoryBreakdown(params, size, size, copies[optimizer] * size, round(activations_gb * 1e9))
-    return parts.total / 1e9
-''',
-        # any optimizer other than SGD treated as Adam: right for the visible 'adam' and 'sgd' only
-        "visible_only": _EX5 + '''    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(optimizer)
-    copies = 2 if optimizer == "sgd" else 4
-    return params * bytes_per_param * copies / 1e9 + activations_gb
-''',
-        # ignores the optimizer state: counts only weights and gradients
-        "typical": _EX5 + '''    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(f"optimizer must be 'sgd', 'momentum' or 'adam', got {optimizer!r}")
-    return params * bytes_per_param * 2 / 1e9 + activations_gb
-''',
-        # GiB (2**30 bytes) where the question asks for GB (1e9 bytes)
-        "gib": _EX5 + '''    copies = {"sgd": 2, "momentum": 3, "adam": 4}
-    if optimizer not in copies:
-        raise ValueError(optimizer)
-    return params * bytes_per_param * copies[optimizer] / 2**30 + activations_gb
-''',
-        # a KeyError, not a ValueError, for an unknown optimizer
-        "key_error": _EX5 + '''    copies = {"sgd": 2, "momentum": 3, "adam": 4}[optimizer]
-    return params * bytes_per_param * copies / 1e9 + activations_gb
+        # forgets memory: a card too small for the job is chosen
+        "ignores_memory": _EX3 + '''    best = None
+    for spec, usd_per_hour in offers:
+        try:
+            peak = spec.peak_flops(precision)
+        except ValueError:
+            continue
+        step_s = sum(max(f / peak, b / spec.bandwidth) for f, b in phases)
+        cost = step_s * steps * usd_per_hour / 3600
+        if best is None or cost < best[1]:
+            best = (spec.name, cost)
+    return best
 ''',
     },
 }

@@ -1,0 +1,67 @@
+"""Tests of gpucourse.microbench: the simulated SM and memory hierarchy of lesson 01_architecture."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpucourse.microbench import SimulatedMemory, SimulatedSM, cache_levels, fewest_warps
+
+
+def test_pointer_chase_reveals_the_latency() -> None:
+    assert SimulatedSM(420, 8).pointer_chase(10) == 4200
+
+
+def test_one_warp_waits_most_of_the_time_and_many_warps_hide_the_latency() -> None:
+    sm = SimulatedSM(400, 20, max_warps=64)
+    one, many = sm.run(1), sm.run(64)
+    assert one.instructions == 32 * 21 and one.busy < 0.1
+    assert many.busy > 0.95
+    assert [sm.run(w).busy for w in (1, 4, 16)] == sorted(sm.run(w).busy for w in (1, 4, 16))
+
+
+def test_fewest_warps_is_the_fewest_and_at_least_littles_law() -> None:
+    sm = SimulatedSM(380, 16, max_warps=48)
+    warps = fewest_warps(sm, 0.9)
+    assert sm.run(warps).busy >= 0.9 > sm.run(warps - 1).busy
+    assert warps >= math.ceil(0.9 * (380 + 16) / 17)
+
+
+def test_fewest_warps_is_none_when_the_resident_limit_cannot_hide_the_latency() -> None:
+    assert fewest_warps(SimulatedSM(450, 12, max_warps=16), 0.9) is None
+
+
+@pytest.mark.parametrize("bad", [dict(latency_cycles=0, work_per_load=4), dict(latency_cycles=10, work_per_load=-1),
+                                 dict(latency_cycles=10, work_per_load=4, max_warps=0)])
+def test_bad_sm_arguments_name_the_argument(bad: dict) -> None:
+    with pytest.raises(ValueError, match=next(k for k, v in bad.items() if v <= 0)):
+        SimulatedSM(**bad)
+
+
+def test_too_many_warps_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="max_warps"):
+        SimulatedSM(100, 4, max_warps=8).run(9)
+
+
+def test_chase_latency_is_the_smallest_level_that_holds_the_footprint() -> None:
+    memory = SimulatedMemory([(2**15, 30), (2**22, 200)], 500, noise=0.0)
+    assert [memory.chase(n) for n in (1024, 2**15, 2**15 + 1, 2**22, 2**30)] == [30, 30, 200, 200, 500]
+
+
+def test_cache_levels_recovers_capacities_within_a_factor_of_two() -> None:
+    levels = [(48 * 2**10, 5), (2 * 2**20, 16), (96 * 2**20, 60)]
+    found = cache_levels(SimulatedMemory(levels, 320, noise=0.03, seed=2))
+    assert len(found["caches"]) == 3
+    for (capacity, latency), (got_capacity, got_latency) in zip(levels, found["caches"]):
+        assert capacity / 2 < got_capacity <= capacity and got_latency == pytest.approx(latency, rel=0.05)
+    assert found["dram_latency"] == pytest.approx(320, rel=0.05)
+
+
+def test_bad_hierarchies_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="caches must grow"):
+        SimulatedMemory([(2**20, 30), (2**15, 200)], 500)
+    with pytest.raises(ValueError, match="dram_latency"):
+        SimulatedMemory([(2**15, 30)], 10)
+    with pytest.raises(TypeError, match=r"caches\[0\]"):
+        SimulatedMemory([2**15], 10)

@@ -287,3 +287,63 @@ def test_clock_is_perf_counter_without_simulated_clock(gpu):
 def test_simulated_clock_arguments_are_checked(kwargs, error, argname):
     with pytest.raises(error, match=rf"^{argname}\b"):
         SimulatedGPU(**kwargs)
+
+
+# --------------------------------------------------------------------------- float64, burst vs sustained, L2
+
+def test_float64_matmuls_run_at_their_own_rate():
+    with SimulatedGPU(init_s=0.0, launch_s=0.0, simulated_clock=True, flops_per_s=1e12) as gpu:
+        assert gpu.fp64_flops_per_s == pytest.approx(1e12 / 32)  # a T4's ratio by default
+        gpu.matmul(1000, "float64")
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(2e9 / (1e12 / 32))
+    with SimulatedGPU(init_s=0.0, launch_s=0.0, simulated_clock=True, fp64_flops_per_s=1e11) as gpu:
+        gpu.matmul(1000, "float64")
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(2e9 / 1e11)
+        with pytest.raises(ValueError, match="^dtype"):
+            gpu.matmul(10, "float16")
+
+
+def test_the_clock_drops_after_boost_s_of_kernel_time():
+    with SimulatedGPU(kernel_s=0.1, init_s=0.0, launch_s=0.0, simulated_clock=True, boost_s=0.25,
+                      sustained_fraction=0.5) as gpu:
+        durations = []
+        for _ in range(5):
+            start = gpu.clock()
+            gpu.launch()
+            gpu.synchronize()
+            durations.append(gpu.clock() - start)
+    assert durations == pytest.approx([0.1, 0.1, 0.1, 0.2, 0.2])  # from 0.3 s of kernel time on: half the clock
+
+
+def test_stream_reads_a_working_set_that_fits_l2_faster():
+    with SimulatedGPU(init_s=0.0, launch_s=0.0, simulated_clock=True, l2_bytes=2**20, l2_bytes_per_s=4e12,
+                      memory_bytes_per_s=1e12) as gpu:
+        gpu.stream(2**20, passes=10)
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(10 * 2**20 / 4e12)
+        gpu.stream(2**20 + 1)
+        gpu.synchronize()
+        assert gpu.clock() == pytest.approx(10 * 2**20 / 4e12 + (2**20 + 1) / 1e12)
+
+
+def test_a_simulated_clock_accepts_long_durations_a_real_one_refuses():
+    with SimulatedGPU(init_s=0.0, simulated_clock=True, flops_per_s=1e9) as gpu:
+        gpu.matmul(10_000)  # 2000 simulated seconds: nothing sleeps
+        gpu.synchronize()
+        assert gpu.clock() > 1000
+    with SimulatedGPU(init_s=0.0, flops_per_s=1e9) as gpu:
+        with pytest.raises(ValueError, match="n=10000"):
+            gpu.matmul(10_000)
+
+
+@pytest.mark.parametrize("kwargs, argname", [
+    ({"fp64_flops_per_s": 0}, "fp64_flops_per_s"), ({"boost_s": -1}, "boost_s"),
+    ({"sustained_fraction": 1.5}, "sustained_fraction"), ({"sustained_fraction": 0}, "sustained_fraction"),
+    ({"l2_bytes": -1}, "l2_bytes"), ({"l2_bytes_per_s": 0}, "l2_bytes_per_s"),
+    ({"memory_bytes_per_s": -2.0}, "memory_bytes_per_s"),
+], ids=str)
+def test_hardware_model_arguments_are_checked(kwargs, argname):
+    with pytest.raises(ValueError, match=rf"^{argname}\b"):
+        SimulatedGPU(**kwargs)

@@ -550,3 +550,30 @@ def test_plot_repeats_rejects_bad_arguments():
     from gpucourse.timing import plot_repeats
     with pytest.raises(TypeError, match="results"):
         plot_repeats([(1.0, "x")])
+
+
+# --------------------------------------------------------------------------- a given clock; rate over time
+
+def test_benchmark_reads_the_clock_it_is_given():
+    from gpucourse.simulate import SimulatedGPU
+
+    with SimulatedGPU(init_s=1.0, launch_s=0.0, simulated_clock=True, kernel_times=[0.5, 0.1, 0.2, 0.3]) as gpu:
+        result = benchmark(gpu.launch, warmup=1, repeats=3, sync=gpu.synchronize, clock=gpu.clock)
+    assert result.times_s == pytest.approx((0.1, 0.2, 0.3))
+    with pytest.raises(TypeError, match="^clock"):
+        benchmark(lambda: None, clock=3)
+
+
+def test_rate_over_time_shows_the_clock_dropping():
+    from gpucourse.simulate import SimulatedGPU
+    from gpucourse.timing import rate_over_time
+
+    with SimulatedGPU(kernel_s=0.1, init_s=0.5, launch_s=0.0, simulated_clock=True, boost_s=0.5,
+                      sustained_fraction=0.5) as gpu:
+        series = rate_over_time(gpu.launch, duration_s=2.0, sync=gpu.synchronize, clock=gpu.clock)
+    seconds = [s for _, s in series]
+    assert seconds[:4] == pytest.approx([0.1] * 4) and seconds[-1] == pytest.approx(0.2)
+    assert series[-1][0] >= 2.0 and all(a[0] < b[0] for a, b in zip(series, series[1:]))
+    with pytest.raises(ValueError, match="^duration_s"):
+        rate_over_time(lambda: None, duration_s=0)
+    assert len(rate_over_time(lambda: None, duration_s=10.0, clock=lambda: 0.0, max_calls=5)) == 5

@@ -13,6 +13,12 @@ nothing on it::
 With ``simulated_clock=True`` nothing sleeps: every duration advances the device's own clock, ``gpu.clock()``,
 instead, so a benchmark timed with that clock gets exact, noise-free times, and ``kernel_times`` can give each
 launch its own duration (graders use both to check a median exactly, fast, on a busy machine).
+
+Three more behaviours of real GPUs, each off by default: float64 matmuls at their own (usually much lower) rate
+(``fp64_flops_per_s``); a clock that drops after a burst of sustained work, as power and temperature limits bring it
+down (``boost_s``, ``sustained_fraction``); and an L2 cache, so that :meth:`SimulatedGPU.stream` reads a working set
+that fits it faster than one that must come from memory (``l2_bytes``, ``l2_bytes_per_s``, ``memory_bytes_per_s``).
+Lesson: 03_timing.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 from gpucourse._validate import non_negative_int, non_negative_number, positive_int, positive_number
 
 MAX_SECONDS = 60.0
-"""Longest simulated duration accepted (a simulated kernel really sleeps that long)."""
+"""Longest duration accepted where it really elapses (a kernel on a real-time SimulatedGPU sleeps that long)."""
 
 _STOP = object()
 
@@ -84,13 +90,21 @@ class SimulatedGPU:
     - ``simulated_clock``: if True, durations advance :meth:`clock` instead of really elapsing (no sleeps, no
       background thread); if False, :meth:`clock` is ``time.perf_counter``;
     - ``kernel_times``: durations of the 1st, 2nd, ... :meth:`launch` without an argument, in seconds (used
-      instead of ``kernel_s``; a launch beyond the list raises RuntimeError).
+      instead of ``kernel_s``; a launch beyond the list raises RuntimeError);
+    - ``fp64_flops_per_s``: the float64 peak of :meth:`matmul` (default ``flops_per_s / 32``, as on a T4);
+    - ``boost_s`` and ``sustained_fraction``: after ``boost_s`` seconds of kernel time (None: never) every later
+      kernel runs at ``sustained_fraction`` of the burst clock, so it takes 1 / sustained_fraction times longer;
+    - ``l2_bytes``, ``l2_bytes_per_s`` and ``memory_bytes_per_s``: :meth:`stream` reads a working set of at most
+      ``l2_bytes`` at the L2's bandwidth, a larger one at the memory's (a repeated sweep over more than the cache
+      evicts every line before it is used again).
     """
 
     def __init__(self, kernel_s: float = 0.02, *, init_s: float = 0.25, launch_s: float = 0.0002,
                  flops_per_s: float = 1e12, transfer_bytes_per_s: float = 12e9, hiccup_every: int = 0,
                  hiccup_s: float = 0.0, simulated_clock: bool = False,
-                 kernel_times: Iterable[float] | None = None) -> None:
+                 kernel_times: Iterable[float] | None = None, fp64_flops_per_s: float | None = None,
+                 boost_s: float | None = None, sustained_fraction: float = 1.0, l2_bytes: int = 4 * 2**20,
+                 l2_bytes_per_s: float = 3e12, memory_bytes_per_s: float = 1e12) -> None:
         self.kernel_s = _seconds("kernel_s", kernel_s, positive=True)
         self.init_s = _seconds("init_s", init_s)
         self.launch_s = _seconds("launch_s", launch_s)
@@ -107,6 +121,16 @@ class SimulatedGPU:
             raise TypeError(f"kernel_times must be a list of seconds, got {type(kernel_times).__name__}")
         else:
             self.kernel_times = tuple(_seconds("kernel_times", t, positive=True) for t in kernel_times)
+        self.fp64_flops_per_s = (self.flops_per_s / 32 if fp64_flops_per_s is None
+                                 else positive_number("fp64_flops_per_s", fp64_flops_per_s))
+        self.boost_s = None if boost_s is None else non_negative_number("boost_s", boost_s)
+        self.sustained_fraction = positive_number("sustained_fraction", sustained_fraction)
+        if self.sustained_fraction > 1:
+            raise ValueError(f"sustained_fraction must be in (0, 1], got {sustained_fraction}")
+        self.l2_bytes = non_negative_int("l2_bytes", l2_bytes)
+        self.l2_bytes_per_s = positive_number("l2_bytes_per_s", l2_bytes_per_s)
+        self.memory_bytes_per_s = positive_number("memory_bytes_per_s", memory_bytes_per_s)
+        self.busy_s = 0.0  # kernel time queued so far: past boost_s, the clock drops
         self.calls = 0
         self._default_launches = 0
         self.initialized = False
@@ -174,12 +198,19 @@ class SimulatedGPU:
                 self.initialized = True
 
     def _enqueue(self, seconds: float) -> None:
-        """Pay the launch overhead and queue one kernel of ``seconds`` (plus a hiccup when one is due)."""
+        """Pay the launch overhead and queue one kernel of ``seconds`` (plus a hiccup when one is due).
+
+        Past ``boost_s`` seconds of kernel time the kernel runs at the sustained clock: 1 / sustained_fraction
+        times longer.
+        """
         self._ensure_ready()
         with self._lock:
             self.calls += 1
             if self.hiccup_every and self.calls % self.hiccup_every == 0:
                 seconds += self.hiccup_s
+            if self.boost_s is not None and self.busy_s >= self.boost_s:
+                seconds /= self.sustained_fraction
+            self.busy_s += seconds
             self._wait(self.launch_s)
             if self._stream is None:
                 start = max(self._now, self._ends[-1] if self._ends else 0.0)  # kernels run in launch order
@@ -200,20 +231,33 @@ class SimulatedGPU:
             self._default_launches += 1
             self._enqueue(self.kernel_times[self._default_launches - 1])
 
-    def matmul(self, n: int) -> None:
-        """Queue an n x n matrix multiply: 2 n^3 FLOPs at ``flops_per_s``; returns without waiting for it."""
+    def matmul(self, n: int, dtype: str = "float32") -> None:
+        """Queue an n x n matrix multiply: 2 n^3 FLOPs at the dtype's peak; returns without waiting for it."""
         n = positive_int("n", n)
-        seconds = 2 * n**3 / self.flops_per_s
-        if seconds > MAX_SECONDS:
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        seconds = 2 * n**3 / (self.flops_per_s if dtype == "float32" else self.fp64_flops_per_s)
+        if seconds > MAX_SECONDS and not self.simulated_clock:  # a simulated clock never sleeps
             raise ValueError(f"n={n} would run for {seconds:.0f} s on this simulated device "
                              f"(at most {MAX_SECONDS:g} s): use a smaller n or a larger flops_per_s")
+        self._enqueue(seconds)
+
+    def stream(self, nbytes: int, passes: int = 1) -> None:
+        """Queue a kernel that reads a working set of ``nbytes`` ``passes`` times (from L2 if it fits, else memory)."""
+        nbytes = positive_int("nbytes", nbytes)
+        passes = positive_int("passes", passes)
+        rate = self.l2_bytes_per_s if nbytes <= self.l2_bytes else self.memory_bytes_per_s
+        seconds = nbytes * passes / rate
+        if seconds > MAX_SECONDS and not self.simulated_clock:  # a simulated clock never sleeps
+            raise ValueError(f"nbytes={nbytes} x passes={passes} would run for {seconds:.0f} s on this simulated "
+                             f"device (at most {MAX_SECONDS:g} s): read less")
         self._enqueue(seconds)
 
     def to_device(self, nbytes: int) -> None:
         """Copy ``nbytes`` from the host: waits for queued kernels, then blocks for nbytes / transfer_bytes_per_s."""
         nbytes = non_negative_int("nbytes", nbytes)
         seconds = nbytes / self.transfer_bytes_per_s
-        if seconds > MAX_SECONDS:
+        if seconds > MAX_SECONDS and not self.simulated_clock:  # a simulated clock never sleeps
             raise ValueError(f"nbytes={nbytes} would take {seconds:.0f} s to copy on this simulated device "
                              f"(at most {MAX_SECONDS:g} s): copy less or raise transfer_bytes_per_s")
         self._ensure_ready()

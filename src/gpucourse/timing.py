@@ -121,14 +121,15 @@ def _is_cuda(device: object) -> bool:
     return str(device).split(":")[0] == "cuda"
 
 
-def _host_times(fn: Callable[[], object], repeats: int, sync: Callable[[], None]) -> list[float]:
-    """Time each call with the host's high-resolution clock, from before the call until sync() returns."""
+def _host_times(fn: Callable[[], object], repeats: int, sync: Callable[[], None],
+                clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Time each call with the host's clock, from before the call until sync() returns."""
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
         sync()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return times
 
 
@@ -150,11 +151,13 @@ def _cuda_event_times(fn: Callable[[], object], repeats: int, sync: Callable[[],
 
 
 def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,
-              sync: Callable[[], None] | None = None, device: object = None) -> BenchmarkResult:
+              sync: Callable[[], None] | None = None, device: object = None,
+              clock: Callable[[], float] | None = None) -> BenchmarkResult:
     """Time ``fn()``: ``warmup`` untimed calls, a sync, then ``repeats`` timed calls, each closed by ``sync()``.
 
     With ``device`` (a str or torch.device, e.g. ``hardware.pick_device()``) the sync defaults to that device's,
-    and on a CUDA device each call is timed with CUDA events; otherwise with ``time.perf_counter``.
+    and on a CUDA device each call is timed with CUDA events; otherwise with ``clock`` (default
+    ``time.perf_counter``; a simulated GPU's ``clock`` gives exact, noise-free times). Lesson: 03_timing.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -162,16 +165,49 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,
     repeats = positive_int("repeats", repeats)
     if sync is not None and not callable(sync):
         raise TypeError(f"sync must be callable or None, got {type(sync).__name__}")
+    if clock is not None and not callable(clock):
+        raise TypeError(f"clock must be callable or None, got {type(clock).__name__}")
     device_sync = _no_sync if device is None else sync_for(device)  # validates the device
     if sync is None:
         sync = device_sync
     for _ in range(warmup):
         fn()
     sync()  # queued warm-up work must not land in the first timed call
-    if device is not None and _is_cuda(device):
+    if device is not None and _is_cuda(device) and clock is None:
         return BenchmarkResult(times_s=tuple(_cuda_event_times(fn, repeats, sync, device)), warmup=warmup,
                                clock="cuda events")
-    return BenchmarkResult(times_s=tuple(_host_times(fn, repeats, sync)), warmup=warmup)
+    return BenchmarkResult(times_s=tuple(_host_times(fn, repeats, sync, clock or time.perf_counter)), warmup=warmup)
+
+
+def rate_over_time(fn: Callable[[], object], *, duration_s: float, sync: Callable[[], None] | None = None,
+                   clock: Callable[[], float] | None = None, warmup: int = 1,
+                   max_calls: int = 100_000) -> list[tuple[float, float]]:
+    """Call ``fn()`` back to back for ``duration_s``; return (seconds since the start, seconds of the call) per call.
+
+    Each call is closed by ``sync()`` and timed with ``clock`` (default ``time.perf_counter``), after ``warmup``
+    untimed calls: the series shows a clock that drops under sustained load (burst vs sustained). Lesson: 03_timing.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    duration_s = positive_number("duration_s", duration_s)
+    warmup = non_negative_int("warmup", warmup)
+    max_calls = positive_int("max_calls", max_calls)
+    sync = _no_sync if sync is None else sync
+    clock = time.perf_counter if clock is None else clock
+    if not callable(sync) or not callable(clock):
+        raise TypeError("sync and clock must be callable")
+    for _ in range(warmup):
+        fn()
+    sync()
+    series: list[tuple[float, float]] = []
+    start = clock()
+    while clock() - start < duration_s and len(series) < max_calls:
+        before = clock()
+        fn()
+        sync()
+        after = clock()
+        series.append((after - start, after - before))
+    return series
 
 
 def flops_per_second(flops: float, seconds: float) -> float:

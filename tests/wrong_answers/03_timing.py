@@ -1,8 +1,9 @@
-"""Plausible wrong answers to lesson 02's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 03's exercises: each must lose exactly its own exercise's points.
 
 grade_id of the solution cell -> {kind: full source of a wrong solution cell}. Kinds: "constant" (a fixed plausible
-value), "helper" (the course's own helper; off_limits must catch it), "visible_only" (right on the visible test's
-input only), "typical" (the lesson's typical mistake, used in the full nbgrader pipeline), and more.
+value), "helper" (the course's own helper, or the simulator's hidden setting; off_limits or the restricted device must
+catch it), "visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in
+the full nbgrader pipeline), and more.
 """
 
 _EX1_HEAD = '''\
@@ -11,24 +12,56 @@ def my_benchmark(fn: Callable[[], object], sync: Callable[[], None], warmup: int
     """Median seconds of one call of fn(): warm up, synchronise, then time each call up to its sync() with clock()."""
 '''
 _EX2_HEAD = '''\
-def matmul_gflops(a_shape: tuple[int, int], b_shape: tuple[int, int], seconds: float) -> float:
-    """GFLOP/s of (m x k) @ (k x n) done in `seconds`: 2 m k n FLOPs (a multiply-add is 2 FLOPs)."""
+def diagnose(benchmark: Callable[[SimulatedGPU], float]) -> set[str]:
+    """The timing mistakes a benchmark's figure reflects, found by changing one device setting at a time."""
+'''
+_EX2_EXPERIMENT = '''\
+    base = {"init_s": 0.5, "flops_per_s": 1e12, "fp64_flops_per_s": 1e11, "transfer_bytes_per_s": 1e10}
+
+    def figure(**change: float) -> float:
+        with SimulatedGPU(simulated_clock=True, **{**base, **change}) as gpu:
+            return benchmark(gpu)
+
+    reference = figure()
+
+    def moves(**change: float) -> bool:
+        return abs(figure(**change) - reference) > 0.01 * abs(reference)
+
 '''
 _EX3_HEAD = '''\
-def rate_verdict(flops_per_s: float, peak_flops: float, floor: float = 0.01) -> str:
-    """'above peak', 'far below peak' (under floor x peak) or 'plausible'."""
+def cache_size(gpu) -> int:
+    """Largest working set (bytes) that gpu.stream reads at cache speed: a sweep of powers of two, by measurement."""
+'''
+_EX3_SWEEP = '''\
+    sizes = [2**k for k in range(18, 30)]
+    rates = []
+    for nbytes in sizes:
+        passes = max(1, 2**34 // nbytes)
+        seconds = timing.benchmark(lambda: gpu.stream(nbytes, passes), warmup=1, repeats=5, sync=gpu.synchronize,
+                                   clock=gpu.clock).median_s
+        rates.append(nbytes * passes / seconds)
+'''
+_EX5_HEAD = '''\
+def burst_and_sustained(gpu, n: int, duration_s: float) -> tuple[float, float]:
+    """(burst, sustained) FLOP/s of gpu.matmul(n): the first calls after a warm-up, and the end of duration_s."""
+'''
+_EX5_SERIES = '''\
+    gpu.matmul(n)
+    gpu.synchronize()
+    series = []
+    start = gpu.clock()
+    while gpu.clock() - start < duration_s:
+        before = gpu.clock()
+        gpu.matmul(n)
+        gpu.synchronize()
+        series.append((gpu.clock() - start, gpu.clock() - before))
+    flops = 2 * n**3
 '''
 _EX4_HEAD = '''\
 def crossover_size(sizes: list[int], times_a: list[float], times_b: list[float]) -> int | None:
     """Smallest size from which backend B is faster than backend A at every larger size; None if never."""
     if not len(sizes) == len(times_a) == len(times_b) or not sizes:
         raise ValueError("sizes, times_a and times_b must be non-empty lists of the same length")
-'''
-_EX5_HEAD = '''\
-def parallel_efficiency(times_by_threads: dict[int, float]) -> dict[int, float]:
-    """Parallel efficiency t1 / (k * tk) for every thread count k."""
-    if 1 not in times_by_threads:
-        raise ValueError("times_by_threads needs the one-thread time (key 1)")
 '''
 _EX1_CALLS = '''\
     for _ in range(warmup + repeats):
@@ -131,80 +164,92 @@ def _time_once(fn, clock):
 ''',
     },
     "ex2-solution": {
-        # Counts m n FLOPs (one per output element) instead of 2 m k n.
-        "typical": _EX2_HEAD + '''\
-    (m, k), (k2, n) = a_shape, b_shape
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: {a_shape} @ {b_shape}")
-    return m * n / seconds / 1e9
+        # Changes only the float32 speed to test for a missing sync: a float64 benchmark looks unsynchronised, and
+        # float64 is never tested.
+        "typical": _EX2_HEAD + _EX2_EXPERIMENT + '''\
+    found = set()
+    if not moves(flops_per_s=1e11):
+        found.add("no_sync")
+    if moves(init_s=5.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e9):
+        found.add("copy_inside")
+    return found
 ''',
-        # The example in the question.
+        # The article's mistakes, whatever the benchmark.
         "constant": _EX2_HEAD + '''\
-    if a_shape[1] != b_shape[0]:
-        raise ValueError("inner dimensions differ")
-    return 214.7483648
+    return {"cold_start", "copy_inside", "float64"}
 ''',
+        # The plausibility guard on one run instead of experiments (assuming a 2048 float32 matmul).
         "helper": _EX2_HEAD + '''\
-    (m, k), (k2, n) = a_shape, b_shape
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: {a_shape} @ {b_shape}")
-    return timing.flops_per_second(gpucourse.roofline.matmul_flops(m, n, k), seconds) / 1e9
+    with SimulatedGPU(simulated_clock=True) as gpu:
+        seconds = benchmark(gpu)
+        peak = gpu.peak_flops
+    verdict = timing.plausibility(2 * 2048**3 / seconds, peak).verdict
+    return {"no_sync"} if verdict == "above peak" else {"cold_start"} if verdict == "far below peak" else set()
 ''',
-        # Right for the two visible cases; forgets the factor 2 elsewhere.
+        # Knows the two visible benchmarks by name.
         "visible_only": _EX2_HEAD + '''\
-    (m, k), (k2, n) = a_shape, b_shape
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: {a_shape} @ {b_shape}")
-    if (m, k, n) in ((1024, 1024, 1024), (4096, 1024, 512)):
-        return 2 * m * k * n / seconds / 1e9
-    return m * k * n / seconds / 1e9
+    name = getattr(benchmark, "__name__", "")
+    if "no_sync" in name or name == "colleague_a":
+        return {"no_sync"}
+    if "article" in name:
+        return {"cold_start", "copy_inside", "float64"}
+    return set()
 ''',
-        # Square assumption: n^3 from the first dimension only.
-        "square": _EX2_HEAD + '''\
-    (m, k), (k2, n) = a_shape, b_shape
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: {a_shape} @ {b_shape}")
-    return 2 * m**3 / seconds / 1e9
+        # Changes two settings at once: the start-up and the copy bandwidth, and blames both for either.
+        "two_at_once": _EX2_HEAD + _EX2_EXPERIMENT + '''\
+    found = set()
+    if not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+        found.add("no_sync")
+    if moves(init_s=5.0, transfer_bytes_per_s=1e9):
+        found |= {"cold_start", "copy_inside"}
+    if moves(fp64_flops_per_s=1e10):
+        found.add("float64")
+    return found
 ''',
     },
     "ex3-solution": {
-        # Gives measurements "some headroom for noise" above the peak: accepts impossible rates.
+        # One read of the working set per timed call: the launch cost hides the cache (the rate only climbs).
         "typical": _EX3_HEAD + '''\
-    if peak_flops <= 0:
-        raise ValueError(f"peak_flops must be > 0, got {peak_flops}")
-    if flops_per_s > 1.5 * peak_flops:
-        return "above peak"
-    if flops_per_s < floor * peak_flops:
-        return "far below peak"
-    return "plausible"
+    sizes = [2**k for k in range(18, 30)]
+    rates = []
+    for nbytes in sizes:
+        seconds = timing.benchmark(lambda: gpu.stream(nbytes), warmup=1, repeats=5, sync=gpu.synchronize,
+                                   clock=gpu.clock).median_s
+        rates.append(nbytes / seconds)
+    threshold = (max(rates) + min(rates)) / 2
+    return max(size for size, rate in zip(sizes, rates) if rate > threshold)
 ''',
+        # The visible T4-like answer.
         "constant": _EX3_HEAD + '''\
-    if peak_flops <= 0:
-        raise ValueError(f"peak_flops must be > 0, got {peak_flops}")
-    return "plausible"
+    return 4 * 2**20
 ''',
+        # Reads the simulator's own setting instead of measuring.
         "helper": _EX3_HEAD + '''\
-    return timing.plausibility(flops_per_s, peak_flops, floor=floor).verdict
+    return int(gpu.l2_bytes)
 ''',
-        # The three visible cases only, by the rate's size.
+        # Stops at the first size whose single-sample rate drops: a hiccup looks like the end of the cache.
         "visible_only": _EX3_HEAD + '''\
-    if peak_flops <= 0:
-        raise ValueError(f"peak_flops must be > 0, got {peak_flops}")
-    if flops_per_s > 10e12:
-        return "above peak"
-    if flops_per_s < 1e12:
-        return "far below peak"
-    return "plausible"
+    sizes = [2**k for k in range(18, 30)]
+    previous, best = None, sizes[0]
+    for nbytes in sizes:
+        passes = max(1, 2**34 // nbytes)
+        gpu.stream(nbytes, passes)
+        gpu.synchronize()
+        start = gpu.clock()
+        gpu.stream(nbytes, passes)
+        gpu.synchronize()
+        rate = nbytes * passes / (gpu.clock() - start)
+        if previous is not None and rate < 0.75 * previous:
+            return best
+        previous, best = rate, nbytes
+    return best
 ''',
-        # Ignores the floor argument (always 1%).
-        "fixed_floor": _EX3_HEAD + '''\
-    if peak_flops <= 0:
-        raise ValueError(f"peak_flops must be > 0, got {peak_flops}")
-    if flops_per_s > peak_flops:
-        return "above peak"
-    if flops_per_s < 0.01 * peak_flops:
-        return "far below peak"
-    return "plausible"
+        # The first size that no longer fits, not the last one that does.
+        "first_outside": _EX3_HEAD + _EX3_SWEEP + '''\
+    threshold = (max(rates) + min(rates)) / 2
+    return min(size for size, rate in zip(sizes, rates) if rate <= threshold)
 ''',
     },
     "ex4-solution": {
@@ -244,25 +289,43 @@ def _time_once(fn, clock):
 ''',
     },
     "ex5-solution": {
-        # Returns the speed-up t1 / tk and forgets to divide by the number of threads.
+        # A short benchmark: ten calls, so the "sustained" rate is the burst rate again.
         "typical": _EX5_HEAD + '''\
-    t1 = times_by_threads[1]
-    return {k: t1 / tk for k, tk in times_by_threads.items()}
+    gpu.matmul(n)
+    gpu.synchronize()
+    times = []
+    for _ in range(10):
+        start = gpu.clock()
+        gpu.matmul(n)
+        gpu.synchronize()
+        times.append(gpu.clock() - start)
+    rate = 2 * n**3 / statistics.median(times)
+    return rate, rate
 ''',
-        # The example in the question, whatever the input.
+        # The visible device's exact rates.
         "constant": _EX5_HEAD + '''\
-    return {1: 1.0, 2: 0.8}
+    kernel = 2 * 2048**3 / 1e12
+    return 2 * 2048**3 / (2e-4 + kernel), 2 * 2048**3 / (2e-4 + kernel / 0.6)
 ''',
+        # The course's rate_over_time does the measuring (off_limits blocks it).
         "helper": _EX5_HEAD + '''\
-    t1 = times_by_threads[1]
-    return {k: timing.flops_per_second(t1, k * tk) for k, tk in times_by_threads.items()}
+    series = timing.rate_over_time(lambda: gpu.matmul(n), duration_s=duration_s, sync=gpu.synchronize,
+                                   clock=gpu.clock)
+    flops = 2 * n**3
+    return (flops / statistics.median(s for _, s in series[:5]),
+            flops / statistics.median(s for t, s in series if t >= 0.75 * duration_s))
 ''',
-        # Right for the visible dict; inverted ratio otherwise.
-        "visible_only": _EX5_HEAD + '''\
-    if times_by_threads == {1: 0.8, 2: 0.5}:
-        return {1: 1.0, 2: 0.8}
-    t1 = times_by_threads[1]
-    return {k: k * tk / t1 for k, tk in times_by_threads.items()}
+        # Right for the visible call; elsewhere the sustained rate is the mean of the whole run.
+        "visible_only": _EX5_HEAD + _EX5_SERIES + '''\
+    burst = flops / statistics.median(s for _, s in series[:5])
+    if n == 2048 and duration_s == 4.0:
+        return burst, flops / statistics.median(s for t, s in series if t >= 0.75 * duration_s)
+    return burst, flops / statistics.fmean(s for _, s in series)
+''',
+        # Means instead of medians: every hiccup drags the rates down.
+        "mean": _EX5_HEAD + _EX5_SERIES + '''\
+    burst = flops / statistics.fmean(s for _, s in series[:10])
+    return burst, flops / statistics.fmean(s for t, s in series if t >= 0.75 * duration_s)
 ''',
     },
 }

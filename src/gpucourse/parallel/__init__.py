@@ -5,9 +5,11 @@ One module per job (lessons 12_data_parallelism and 13_sharding):
 - :mod:`~gpucourse.parallel.workers`: start worker processes, time limits, failures with the failing rank's traceback;
 - :mod:`~gpucourse.parallel.collectives`: a simulated network, the ring all-reduce and the parameter server on it;
 - :mod:`~gpucourse.parallel.data_parallel`: DDP on worker processes against one process;
+- :mod:`~gpucourse.parallel.ddp_sim`: DDP's gradient synchronisation (buckets, ``no_sync``) simulated in threads;
 - :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
-- :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes, schedules on a clock.
+- :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
+- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines.
 
 Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
 ``from gpucourse.parallel import _child_main``, which keeps working too.
@@ -22,9 +24,13 @@ from gpucourse.parallel.data_parallel import (DDPResult, TrainConfig, TrainResul
                                               ddp_worker, make_batches, make_model, max_difference, run_ddp,
                                               run_ddp_all, train_single)
 from gpucourse.parallel.keras_devices import configure_tf_devices
-from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineEvent, PipelineResult, _pipeline_data,
-                                                  _pipeline_stage, gpipe_schedule, idle_fraction, pipeline_worker,
-                                                  plot_pipeline_timeline, run_pipeline)
+from gpucourse.parallel.ddp_sim import (DEFAULT_BUCKET_CAP_MB, DataParallelRun, SimulatedDDP, accumulation_step,
+                                        run_data_parallel)
+from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult, _pipeline_data, _pipeline_stage,
+                                                  pipeline_worker, run_pipeline)
+from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
+                                                   idle_fraction, pipeline_orders, plot_pipeline_timeline,
+                                                   run_schedule)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS, WorkerError,
@@ -36,10 +42,12 @@ __all__ = [
     "describe_worker", "failing_worker", "hanging_worker", "collective_worker", "spin_worker", "core_shares",
     "TrainConfig", "TrainResult", "DDPResult", "make_model", "make_batches", "train_single", "ddp_worker", "run_ddp",
     "run_ddp_all", "max_difference",
+    "DEFAULT_BUCKET_CAP_MB", "SimulatedDDP", "DataParallelRun", "run_data_parallel", "accumulation_step",
     "worker_buffers", "RingStep", "ring_trace", "plot_ring_steps",
     "NetworkError", "Message", "NetworkRun", "run_network", "run_ring", "ps_worker", "run_parameter_server", "sgd_step",
     "DeviceMismatch", "Transfer", "DeviceLog", "DeviceTensor", "PlacedModule", "SimulatedDevice", "simulated_devices",
     "split_sequential", "idle_fraction",
     "PipelineConfig", "PipelineEvent", "PipelineResult", "pipeline_worker", "run_pipeline", "gpipe_schedule",
-    "plot_pipeline_timeline", "configure_tf_devices",
+    "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
+    "configure_tf_devices",
 ]

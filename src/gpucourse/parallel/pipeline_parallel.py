@@ -1,4 +1,4 @@
-"""Pipeline parallelism: a two-stage GPipe pipeline on two processes, the ideal schedule on a clock, timelines.
+"""Pipeline parallelism for real: a two-stage GPipe pipeline on two processes, every pass timed.
 
 Taught in 13_sharding. PyTorch and matplotlib are imported only by the functions that need them.
 """
@@ -6,11 +6,12 @@ Taught in 13_sharding. PyTorch and matplotlib are imported only by the functions
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import list_of, non_negative_int, non_negative_number, one_of, positive_int, positive_number
+from gpucourse._validate import non_negative_int, positive_int, positive_number
 from gpucourse.parallel.data_parallel import _check_config
+from gpucourse.parallel.pipeline_schedules import PipelineEvent
 from gpucourse.parallel.workers import DEFAULT_TIMEOUT_S, launch, process_group
 from gpucourse.timing import BenchmarkResult
 
@@ -41,17 +42,6 @@ class PipelineConfig:
     def message_bytes(self) -> int:
         """Bytes that cross the cut each way in one step (activations forward, their gradients back), float32."""
         return self.batch * self.cut_width * 4
-
-
-@dataclass(frozen=True)
-class PipelineEvent:
-    """One forward ('F') or backward ('B') pass of one micro-batch on one stage, in seconds from the step's start."""
-
-    stage: int
-    kind: str
-    microbatch: int
-    start_s: float
-    end_s: float
 
 
 @dataclass(frozen=True)
@@ -235,80 +225,3 @@ def run_pipeline(config: PipelineConfig, microbatch_counts: Iterable[int] = (1, 
         timelines[m] = tuple(PipelineEvent(stage, kind, index, begin - origin, end - origin)
                              for stage, kind, index, begin, end in stage0["events"][m] + stage1["events"][m])
     return PipelineResult(config, times, busy, timelines, tuple(stage0["single"]), time.perf_counter() - start)
-
-
-def _per_stage(name: str, value: object, stages: int) -> list[float]:
-    """A duration for every stage: one number for all, or a sequence with one per stage (each > 0)."""
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        if len(value) != stages:
-            raise ValueError(f"{name} must hold one duration per stage ({stages}), got {len(value)}")
-        return [positive_number(name, v) for v in value]
-    return [positive_number(name, value)] * stages
-
-
-def gpipe_schedule(stages: int, microbatches: int, forward_s: float | Sequence[float] = 1.0,
-                   backward_s: float | Sequence[float] = 2.0, transfer_s: float = 0.0) -> list[PipelineEvent]:
-    """The GPipe timeline on a simulated clock: every stage runs all forwards, then all backwards in reverse, each as
-    soon as its input has arrived (``transfer_s`` after the neighbouring stage produced it); durations per stage."""
-    p, m = positive_int("stages", stages), positive_int("microbatches", microbatches)
-    f, b = _per_stage("forward_s", forward_s, p), _per_stage("backward_s", backward_s, p)
-    hop = non_negative_number("transfer_s", transfer_s)
-    forward_end = [[0.0] * m for _ in range(p)]
-    backward_end = [[0.0] * m for _ in range(p)]
-    events = []
-    for s in range(p):
-        free = 0.0
-        for i in range(m):
-            start = max(free, forward_end[s - 1][i] + hop if s else 0.0)
-            forward_end[s][i] = free = start + f[s]
-            events.append(PipelineEvent(s, "F", i, start, free))
-    for s in reversed(range(p)):
-        free = forward_end[s][m - 1]
-        for i in reversed(range(m)):
-            start = max(free, backward_end[s + 1][i] + hop if s < p - 1 else 0.0)
-            backward_end[s][i] = free = start + b[s]
-            events.append(PipelineEvent(s, "B", i, start, free))
-    return sorted(events, key=lambda e: (e.stage, e.start_s))
-
-def idle_fraction(events: Iterable[PipelineEvent]) -> float:
-    """Share of a pipeline step that its stages spend idle: 1 - busy time / (stages x the step's span)."""
-    events = list_of("events", events, PipelineEvent, non_empty=True)
-    span = max(e.end_s for e in events) - min(e.start_s for e in events)
-    if span <= 0:
-        raise ValueError("events must span a positive time")
-    stages = len({e.stage for e in events})
-    return 1.0 - sum(e.end_s - e.start_s for e in events) / (stages * span)
-
-
-def plot_pipeline_timeline(events: Iterable[PipelineEvent], ax=None, title: str = "", unit: str = "ms"):
-    """Draw a pipeline schedule: one row per stage, forward and backward passes as labelled bars; return the Axes."""
-    import matplotlib.pyplot as plt
-
-    events = list_of("events", events, PipelineEvent, non_empty=True)
-    if not isinstance(title, str):
-        raise TypeError(f"title must be a str, got {type(title).__name__}")
-    scale = {"s": 1.0, "ms": 1e3, "steps": 1.0}[one_of("unit", unit, ("s", "ms", "steps"))]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.7 * (max(e.stage for e in events) + 1) + 1.4))
-    elif not hasattr(ax, "broken_barh"):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-    colours = {"F": "tab:blue", "B": "tab:orange"}
-    end = max(e.end_s for e in events) * scale
-    for event in events:
-        left, width = event.start_s * scale, (event.end_s - event.start_s) * scale
-        ax.broken_barh([(left, width)], (event.stage - 0.38, 0.76), facecolors=colours[event.kind],
-                       edgecolor="white", linewidth=0.6)
-        if width > end / 60:
-            ax.text(left + width / 2, event.stage, f"{event.kind}{event.microbatch}", ha="center", va="center",
-                    fontsize=7, color="white")
-    stages = sorted({e.stage for e in events})
-    ax.set_yticks(stages, [f"stage {s}" for s in stages])
-    ax.set_ylim(max(stages) + 0.6, -0.6)
-    ax.set_xlim(0, end * 1.01)
-    ax.set_xlabel({"s": "seconds", "ms": "milliseconds", "steps": "time (units of one forward pass)"}[unit])
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours["F"]), plt.Rectangle((0, 0), 1, 1, color=colours["B"])],
-              labels=["forward", "backward"], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=10)
-    ax.grid(True, axis="x", alpha=0.3)
-    return ax

@@ -20,9 +20,10 @@ def ps_server(server: int, n_workers: int, weights: np.ndarray, lr: float, send:
     """Parameter server `server`."""
 '''
 _EX4 = '''\
-def weights_match(a: dict, b: dict, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
-    """True if two weight dicts have the same keys and shapes and all values agree."""
+def accumulation_step(ddp, optimizer, micro_batches: list, loss_fn: Callable) -> None:
+    """One step of one rank."""
 '''
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The visible test's first expected value, whatever the input.
@@ -167,33 +168,60 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex4-solution": {
-        # Always a match.
+        # Steps on whatever gradients are there: none, so the weights never move (and nothing is all-reduced).
         "constant": _EX4 + '''\
-    return True
+    optimizer.step()
 ''',
-        # The course's own max_difference: off-limits (and it ignores rtol and shapes).
+        # The course's own accumulation step: off-limits.
         "helper": _EX4 + '''\
-    return set(a) == set(b) and parallel.max_difference(a, b) <= atol
+    parallel.accumulation_step(ddp, optimizer, micro_batches, loss_fn)
 ''',
-        # A fixed absolute tolerance that happens to sort the visible pairs; ignores rtol, atol and shapes.
+        # Right for the visible test's 2 micro-batches only: divides the loss by 2 whatever k is.
         "visible_only": _EX4 + '''\
-    if set(a) != set(b):
-        return False
-    return all(float(np.max(np.abs(np.asarray(a[k], dtype=np.float64) - np.asarray(b[k], dtype=np.float64)))) < 1e-4
-               for k in a)
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            (loss_fn(ddp(x), y) / 2).backward()
+    optimizer.step()
 ''',
-        # Exact equality: rejects the float32 rounding differences every correct distributed run has.
+        # No no_sync: the right weights, but one all-reduce per micro-batch (k times the traffic).
         "typical": _EX4 + '''\
-    if set(a) != set(b):
-        return False
-    return all(np.array_equal(np.asarray(a[name]), np.asarray(b[name])) for name in a)
+    optimizer.zero_grad()
+    for x, y in micro_batches:
+        (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    optimizer.step()
 ''',
-        # np.allclose without a shape check: broadcasting lets a (2,) bias match a (1, 2) one.
-        "no_shape_check": _EX4 + '''\
-    if set(a) != set(b):
-        return False
-    return all(np.allclose(np.asarray(a[k], dtype=np.float64), np.asarray(b[k], dtype=np.float64), rtol=rtol, atol=atol)
-               for k in a)
+        # One all-reduce, but the sum of the micro-batches' mean losses: k times too large a step.
+        "no_scale": _EX4 + '''\
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            loss_fn(ddp(x), y).backward()
+    optimizer.step()
+''',
+        # Everything inside no_sync: no all-reduce at all, every replica follows its own shard.
+        "never_sync": _EX4 + '''\
+    optimizer.zero_grad()
+    with ddp.no_sync():
+        for x, y in micro_batches:
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    optimizer.step()
+''',
+        # Forward outside no_sync, backward inside: DDP decided at the forward pass, so every backward all-reduces.
+        "backward_only_in_no_sync": _EX4 + '''\
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        loss = loss_fn(ddp(x), y) / len(micro_batches)
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            loss.backward()
+    optimizer.step()
+''',
+        # Forgets zero_grad: the second step adds the first step's gradients again.
+        "no_zero_grad": _EX4 + '''\
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    optimizer.step()
 ''',
     },
 }

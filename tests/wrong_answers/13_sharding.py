@@ -10,8 +10,8 @@ def split_model(model: torch.nn.Sequential, cut: int, devices: list) -> Callable
     """Place model[:cut] on devices[0] and model[cut:] on devices[1]; return forward(host x) -> host output."""
 '''
 _EX2 = '''\
-def idle_share(events: list) -> float:
-    """Share of a pipeline step that its stages sit idle."""
+def pipeline_schedule(stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
+    """Each stage's order of passes."""
 '''
 
 WRONG: dict[str, dict[str, str]] = {
@@ -53,40 +53,50 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex2-solution": {
-        # The visible ideal timeline's bubble.
+        # The visible test's schedule (2 stages, 4 micro-batches), whatever the pipeline.
         "constant": _EX2 + '''\
-    return 0.2
+    return [[("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("F", 3), ("B", 2), ("B", 3)],
+            [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2), ("F", 3), ("B", 3)]]
 ''',
-        # The course's own idle_fraction: off-limits.
+        # The course's own schedules: off-limits.
         "helper": _EX2 + '''\
-    return parallel.idle_fraction(events)
+    return parallel.pipeline_orders("1f1b", stages, microbatches)
 ''',
-        # Measures correctly on the visible timelines (2 stages, 4 micro-batches); the formula on any other.
+        # The bounded schedule for the visible pipeline only; GPipe for any other.
         "visible_only": _EX2 + '''\
-    p, m = len({e.stage for e in events}), len({e.microbatch for e in events})
-    if (p, m) == (2, 4):
-        span = max(e.end_s for e in events) - min(e.start_s for e in events)
-        return 1.0 - sum(e.end_s - e.start_s for e in events) / (p * span)
-    return (p - 1) / (m + p - 1)
+    if (stages, microbatches) == (2, 4):
+        return [[("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("F", 3), ("B", 2), ("B", 3)],
+                [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2), ("F", 3), ("B", 3)]]
+    return [[("F", i) for i in range(microbatches)] + [("B", i) for i in reversed(range(microbatches))]
+            for _ in range(stages)]
 ''',
-        # The formula (p - 1)/(m + p - 1) from the timeline's stage and micro-batch counts: right only when the
-        # stages are balanced and transfers are free.
+        # GPipe: all forwards, then all backwards: every stage holds all m micro-batches.
         "typical": _EX2 + '''\
-    p = len({e.stage for e in events})
-    m = len({e.microbatch for e in events})
-    return (p - 1) / (m + p - 1)
+    return [[("F", i) for i in range(microbatches)] + [("B", i) for i in reversed(range(microbatches))]
+            for _ in range(stages)]
 ''',
-        # Measures the step from the clock's zero instead of from its first event.
-        "from_zero": _EX2 + '''\
-    end = max(e.end_s for e in events)
-    busy = sum(e.end_s - e.start_s for e in events)
-    return 1.0 - busy / (len({e.stage for e in events}) * end)
+        # One micro-batch at a time, forward and backward, on every stage: little memory, no pipelining at all.
+        "sequential": _EX2 + '''\
+    return [[pass_ for i in range(microbatches) for pass_ in (("F", i), ("B", i))] for _ in range(stages)]
 ''',
-        # Idle time divided by busy time instead of by the whole stage-time.
-        "idle_over_busy": _EX2 + '''\
-    span = max(e.end_s for e in events) - min(e.start_s for e in events)
-    busy = sum(e.end_s - e.start_s for e in events)
-    return (len({e.stage for e in events}) * span - busy) / busy
+        # One warm-up forward too many: stage s holds p - s + 1 micro-batches.
+        "warmup_off_by_one": _EX2 + '''\
+    orders = []
+    for s in range(stages):
+        w = min(stages - s, microbatches)
+        steady = [pass_ for i in range(microbatches - w) for pass_ in (("F", w + i), ("B", i))]
+        orders.append([("F", i) for i in range(w)] + steady + [("B", i) for i in range(microbatches - w, microbatches)])
+    return orders
+''',
+        # Warm-up counted from the wrong end (s instead of p - s - 1): the first stage waits for a backward that the
+        # last stage can only produce after a forward the first stage has not sent: a deadlock.
+        "warmup_reversed": _EX2 + '''\
+    orders = []
+    for s in range(stages):
+        w = min(s, microbatches)
+        steady = [pass_ for i in range(microbatches - w) for pass_ in (("F", w + i), ("B", i))]
+        orders.append([("F", i) for i in range(w)] + steady + [("B", i) for i in range(microbatches - w, microbatches)])
+    return orders
 ''',
     },
 }

@@ -23,7 +23,7 @@ DEFAULT_BUCKET_CAP_MB = 25.0
 
 
 class SimulatedDDP:
-    """One rank's replica, wrapped as ``DistributedDataParallel`` wraps it: call it, ``no_sync()``, ``.module``."""
+    """One rank's replica wrapped as DDP wraps it: call it, ``no_sync()``, ``.module`` (12_data_parallelism)."""
 
     def __init__(self, module, rank: int, world_size: int, send: Callable, recv: Callable,
                  bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB) -> None:
@@ -69,7 +69,7 @@ class SimulatedDDP:
                 self._all_reduce()
 
     def _all_reduce(self) -> None:
-        """Average every bucket of gradients over the ranks (each bucket sent to every other rank, summed in rank order)."""
+        """Average every bucket of gradients over the ranks: sent to every other rank, summed in rank order."""
         import numpy as np
         import torch
 
@@ -126,7 +126,8 @@ def _check_batches(batches: object) -> tuple[int, int]:
     import torch
 
     if isinstance(batches, (str, bytes)) or not isinstance(batches, Sequence) or not batches:
-        raise TypeError(f"batches must be a non-empty list over steps of lists over ranks, got {type(batches).__name__}")
+        raise TypeError(f"batches must be a non-empty list over steps of lists over ranks, "
+                        f"got {type(batches).__name__}")
     world = len(batches[0]) if isinstance(batches[0], Sequence) else 0
     for step in batches:
         if not isinstance(step, Sequence) or len(step) != world or world < 1:
@@ -142,6 +143,8 @@ def _check_batches(batches: object) -> tuple[int, int]:
 def run_data_parallel(step: Callable, model, batches: Sequence, *, lr: float = 0.1, loss_fn: Callable | None = None,
                       bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB, timeout_s: float = 20.0) -> DataParallelRun:
     """Train copies of ``model`` with simulated DDP: ``step(ddp, optimizer, batches[s][rank], loss_fn)`` on every rank.
+
+    Taught in 12_data_parallelism (gradient accumulation with ``no_sync``).
 
     ``batches[s][rank]`` is rank ``rank``'s list of (x, y) micro-batches for step ``s``; every rank runs in its own
     thread with its own replica (a deep copy of ``model``), a ``SimulatedDDP`` around it and plain SGD (``lr``).
@@ -174,12 +177,12 @@ def run_data_parallel(step: Callable, model, batches: Sequence, *, lr: float = 0
         return run
 
     network = run_network({rank: program(rank) for rank in range(world)}, timeout_s=timeout_s)
-    return DataParallelRun(tuple(network.results[r] for r in range(world)), tuple(wrapped[r].syncs for r in range(world)),
-                           network)
+    return DataParallelRun(tuple(network.results[r] for r in range(world)),
+                           tuple(wrapped[r].syncs for r in range(world)), network)
 
 
 def accumulation_step(ddp, optimizer, micro_batches: Sequence, loss_fn: Callable, *, no_sync: bool = True) -> None:
-    """One step of gradient accumulation under DDP: k micro-batches, one all-reduce (k with ``no_sync=False``)."""
+    """One step of gradient accumulation under DDP: k micro-batches, one all-reduce (12_data_parallelism)."""
     k = positive_int("micro_batches (its length)", len(micro_batches))
     optimizer.zero_grad()
     for index, (x, y) in enumerate(micro_batches):

@@ -159,7 +159,7 @@ def run_schedule(orders: Sequence, forward_s: float | Sequence[float] = 1.0, bac
 
     Durations are one number for every stage or one per stage; ``transfer_s`` is the time between a pass ending on
     one stage and its output arriving on the neighbouring stage. A schedule whose stages wait for each other forever
-    raises ScheduleError, naming the pass each stage waits on.
+    raises ScheduleError, naming the pass each stage waits on. Taught in 13_sharding.
     """
     stages, m = _check_orders(orders)
     p = len(stages)
@@ -199,7 +199,7 @@ def run_schedule(orders: Sequence, forward_s: float | Sequence[float] = 1.0, bac
 
 def pipeline_orders(kind: str, stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
     """Per-stage orders of passes for GPipe ('gpipe': all forwards, then all backwards in reverse) or PipeDream-Flush's
-    one-forward-one-backward ('1f1b': p - s - 1 warm-up forwards on stage s, then F and B alternate)."""
+    one-forward-one-backward ('1f1b': p - s - 1 warm-up forwards on stage s, then F and B alternate); 13_sharding."""
     one_of("kind", kind, ("gpipe", "1f1b"))
     p, m = positive_int("stages", stages), positive_int("microbatches", microbatches)
     orders = []

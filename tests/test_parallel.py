@@ -45,6 +45,41 @@ def _no_stray_processes():
     assert not stray, f"stray child processes: {[(p.pid, p.name()) for p in stray]}"
 
 
+# --------------------------------------------------------------------------- the subpackage keeps the old module's face
+
+# Every public name of the single parallel.py that lessons and tests used before it was split into a subpackage.
+_OLD_NAMES = (
+    "LOOPBACK DEFAULT_TIMEOUT_S WorkerError WorkerTimeout free_port launch process_group describe_worker failing_worker "
+    "hanging_worker collective_worker spin_worker core_shares TrainConfig TrainResult DDPResult make_model make_batches "
+    "train_single ddp_worker run_ddp run_ddp_all max_difference worker_buffers RingStep ring_trace plot_ring_steps "
+    "NetworkError Message NetworkRun run_network run_ring ps_worker run_parameter_server sgd_step DeviceMismatch Transfer "
+    "DeviceLog DeviceTensor PlacedModule SimulatedDevice simulated_devices split_sequential idle_fraction PipelineConfig "
+    "PipelineEvent PipelineResult pipeline_worker run_pipeline gpipe_schedule plot_pipeline_timeline "
+    "configure_tf_devices _child_main _pipeline_stage").split()
+
+
+def test_every_old_name_is_still_importable_from_gpucourse_parallel():
+    missing = [name for name in _OLD_NAMES if not hasattr(parallel, name)]
+    assert missing == []
+    assert set(parallel.__all__) <= set(dir(parallel))
+
+
+def test_workers_start_through_the_old_import_line():
+    """Spawned workers run `from gpucourse.parallel import _child_main`: it must keep working after the split."""
+    assert "from gpucourse.parallel import _child_main" in parallel.workers._BOOT
+    done = subprocess.run([sys.executable, "-c", "from gpucourse.parallel import _child_main; print(_child_main.__module__)"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "gpucourse.parallel.workers", done.stderr
+
+
+def test_each_module_of_the_subpackage_stays_readable():
+    from pathlib import Path
+
+    sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines())
+             for path in Path(parallel.__file__).parent.glob("*.py")}
+    assert len(sizes) >= 7 and max(sizes.values()) <= 800, sizes
+
+
 # --------------------------------------------------------------------------- free_port
 
 def test_free_port_is_a_bindable_loopback_port():

@@ -47,7 +47,6 @@ PLANNED: tuple[str, ...] = (
     "07_gpu_libraries",
     "10_compilers",
     "11_attention",
-    "13_sharding",
     "15_bigger_models",
 )
 

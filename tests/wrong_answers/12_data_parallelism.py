@@ -1,4 +1,4 @@
-"""Plausible wrong answers to lesson 06's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 12's exercises: each must lose exactly its own exercise's points.
 
 Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; off_limits must catch it),
 "visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in the full
@@ -20,16 +20,8 @@ def ps_server(server: int, n_workers: int, weights: np.ndarray, lr: float, send:
     """Parameter server `server`."""
 '''
 _EX4 = '''\
-def weights_match(a: dict, b: dict, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
-    """True if two weight dicts have the same keys and shapes and all values agree."""
-'''
-_EX5 = '''\
-def split_model(model: torch.nn.Sequential, cut: int, devices: list) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Place model[:cut] on devices[0] and model[cut:] on devices[1]; return forward(host x) -> host output."""
-'''
-_EX6 = '''\
-def idle_share(events: list) -> float:
-    """Share of a pipeline step that its stages sit idle."""
+def accumulation_step(ddp, optimizer, micro_batches: list, loss_fn: Callable) -> None:
+    """One step of one rank."""
 '''
 
 WRONG: dict[str, dict[str, str]] = {
@@ -176,107 +168,60 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex4-solution": {
-        # Always a match.
+        # Steps on whatever gradients are there: none, so the weights never move (and nothing is all-reduced).
         "constant": _EX4 + '''\
-    return True
+    optimizer.step()
 ''',
-        # The course's own max_difference: off-limits (and it ignores rtol and shapes).
+        # The course's own accumulation step: off-limits.
         "helper": _EX4 + '''\
-    return set(a) == set(b) and parallel.max_difference(a, b) <= atol
+    parallel.accumulation_step(ddp, optimizer, micro_batches, loss_fn)
 ''',
-        # A fixed absolute tolerance that happens to sort the visible pairs; ignores rtol, atol and shapes.
+        # Right for the visible test's 2 micro-batches only: divides the loss by 2 whatever k is.
         "visible_only": _EX4 + '''\
-    if set(a) != set(b):
-        return False
-    return all(float(np.max(np.abs(np.asarray(a[k], dtype=np.float64) - np.asarray(b[k], dtype=np.float64)))) < 1e-4
-               for k in a)
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            (loss_fn(ddp(x), y) / 2).backward()
+    optimizer.step()
 ''',
-        # Exact equality: rejects the float32 rounding differences every correct distributed run has.
+        # No no_sync: the right weights, but one all-reduce per micro-batch (k times the traffic).
         "typical": _EX4 + '''\
-    if set(a) != set(b):
-        return False
-    return all(np.array_equal(np.asarray(a[name]), np.asarray(b[name])) for name in a)
+    optimizer.zero_grad()
+    for x, y in micro_batches:
+        (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    optimizer.step()
 ''',
-        # np.allclose without a shape check: broadcasting lets a (2,) bias match a (1, 2) one.
-        "no_shape_check": _EX4 + '''\
-    if set(a) != set(b):
-        return False
-    return all(np.allclose(np.asarray(a[k], dtype=np.float64), np.asarray(b[k], dtype=np.float64), rtol=rtol, atol=atol)
-               for k in a)
+        # One all-reduce, but the sum of the micro-batches' mean losses: k times too large a step.
+        "no_scale": _EX4 + '''\
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            loss_fn(ddp(x), y).backward()
+    optimizer.step()
 ''',
-    },
-    "ex5-solution": {
-        # A fixed output of the visible model's shape.
-        "constant": _EX5 + '''\
-    return lambda x: torch.zeros(x.shape[0], 2)
+        # Everything inside no_sync: no all-reduce at all, every replica follows its own shard.
+        "never_sync": _EX4 + '''\
+    optimizer.zero_grad()
+    with ddp.no_sync():
+        for x, y in micro_batches:
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    optimizer.step()
 ''',
-        # The course's own split: off-limits.
-        "helper": _EX5 + '''\
-    return parallel.split_sequential(model, devices, [cut])
+        # Forward outside no_sync, backward inside: DDP decided at the forward pass, so every backward all-reduces.
+        "backward_only_in_no_sync": _EX4 + '''\
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        loss = loss_fn(ddp(x), y) / len(micro_batches)
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            loss.backward()
+    optimizer.step()
 ''',
-        # Cuts after layer 3, the visible test's cut, whatever cut says.
-        "visible_only": _EX5 + '''\
-    first, second = devices[0].place(model[:3]), devices[1].place(model[3:])
-    return lambda x: second(first(devices[0].put(x)).to(devices[1])).cpu()
-''',
-        # Forgets to move the activations to the second device (PyTorch's classic device error).
-        "typical": _EX5 + '''\
-    first, second = devices[0].place(model[:cut]), devices[1].place(model[cut:])
-    return lambda x: second(first(devices[0].put(x))).cpu()
-''',
-        # Everything on the first device: right output, no model parallelism at all.
-        "one_device": _EX5 + '''\
-    whole = devices[0].place(model)
-    return lambda x: whole(devices[0].put(x)).cpu()
-''',
-        # Stages the activations through the host (two copies instead of one device-to-device copy).
-        "through_host": _EX5 + '''\
-    first, second = devices[0].place(model[:cut]), devices[1].place(model[cut:])
-    return lambda x: second(devices[1].put(first(devices[0].put(x)).cpu())).cpu()
-''',
-        # Places the layers in every call: right output and copies, but the weights move every time.
-        "place_every_call": _EX5 + '''\
-    def forward(x):
-        first, second = devices[0].place(model[:cut]), devices[1].place(model[cut:])
-        return second(first(devices[0].put(x)).to(devices[1])).cpu()
-    return forward
-''',
-    },
-    "ex6-solution": {
-        # The visible ideal timeline's bubble.
-        "constant": _EX6 + '''\
-    return 0.2
-''',
-        # The course's own idle_fraction: off-limits.
-        "helper": _EX6 + '''\
-    return parallel.idle_fraction(events)
-''',
-        # Measures correctly on the visible timelines (2 stages, 4 micro-batches); the formula on any other.
-        "visible_only": _EX6 + '''\
-    p, m = len({e.stage for e in events}), len({e.microbatch for e in events})
-    if (p, m) == (2, 4):
-        span = max(e.end_s for e in events) - min(e.start_s for e in events)
-        return 1.0 - sum(e.end_s - e.start_s for e in events) / (p * span)
-    return (p - 1) / (m + p - 1)
-''',
-        # The formula (p - 1)/(m + p - 1) from the timeline's stage and micro-batch counts: right only when the
-        # stages are balanced and transfers are free.
-        "typical": _EX6 + '''\
-    p = len({e.stage for e in events})
-    m = len({e.microbatch for e in events})
-    return (p - 1) / (m + p - 1)
-''',
-        # Measures the step from the clock's zero instead of from its first event.
-        "from_zero": _EX6 + '''\
-    end = max(e.end_s for e in events)
-    busy = sum(e.end_s - e.start_s for e in events)
-    return 1.0 - busy / (len({e.stage for e in events}) * end)
-''',
-        # Idle time divided by busy time instead of by the whole stage-time.
-        "idle_over_busy": _EX6 + '''\
-    span = max(e.end_s for e in events) - min(e.start_s for e in events)
-    busy = sum(e.end_s - e.start_s for e in events)
-    return (len({e.stage for e in events}) * span - busy) / busy
+        # Forgets zero_grad: the second step adds the first step's gradients again.
+        "no_zero_grad": _EX4 + '''\
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    optimizer.step()
 ''',
     },
 }

@@ -1,0 +1,53 @@
+"""Data and model parallelism run for real on one machine: worker processes, DDP, collectives, pipelines, pictures.
+
+One module per job (lessons 12_data_parallelism and 13_sharding):
+
+- :mod:`~gpucourse.parallel.workers`: start worker processes, time limits, failures with the failing rank's traceback;
+- :mod:`~gpucourse.parallel.collectives`: a simulated network, the ring all-reduce and the parameter server on it;
+- :mod:`~gpucourse.parallel.data_parallel`: DDP on worker processes against one process;
+- :mod:`~gpucourse.parallel.ddp_sim`: DDP's gradient synchronisation (buckets, ``no_sync``) simulated in threads;
+- :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
+- :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
+- :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
+- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines.
+
+Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
+``from gpucourse.parallel import _child_main``, which keeps working too.
+"""
+
+from __future__ import annotations
+
+from gpucourse.parallel.collectives import (Message, NetworkError, NetworkRun, RingStep, _check_buffers, _Network,
+                                            plot_ring_steps, ps_worker, ring_trace, run_network, run_parameter_server,
+                                            run_ring, sgd_step, worker_buffers)
+from gpucourse.parallel.data_parallel import (DDPResult, TrainConfig, TrainResult, _check_config, _gpu_count, _train,
+                                              ddp_worker, make_batches, make_model, max_difference, run_ddp,
+                                              run_ddp_all, train_single)
+from gpucourse.parallel.keras_devices import configure_tf_devices
+from gpucourse.parallel.ddp_sim import (DEFAULT_BUCKET_CAP_MB, DataParallelRun, SimulatedDDP, accumulation_step,
+                                        run_data_parallel)
+from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult, _pipeline_data, _pipeline_stage,
+                                                  pipeline_worker, run_pipeline)
+from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
+                                                   idle_fraction, pipeline_orders, plot_pipeline_timeline,
+                                                   run_schedule)
+from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
+                                            Transfer, simulated_devices, split_sequential)
+from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS, WorkerError,
+                                        WorkerTimeout, _child_main, collective_worker, core_shares, describe_worker,
+                                        failing_worker, free_port, hanging_worker, launch, process_group, spin_worker)
+
+__all__ = [
+    "LOOPBACK", "DEFAULT_TIMEOUT_S", "WorkerError", "WorkerTimeout", "free_port", "launch", "process_group",
+    "describe_worker", "failing_worker", "hanging_worker", "collective_worker", "spin_worker", "core_shares",
+    "TrainConfig", "TrainResult", "DDPResult", "make_model", "make_batches", "train_single", "ddp_worker", "run_ddp",
+    "run_ddp_all", "max_difference",
+    "DEFAULT_BUCKET_CAP_MB", "SimulatedDDP", "DataParallelRun", "run_data_parallel", "accumulation_step",
+    "worker_buffers", "RingStep", "ring_trace", "plot_ring_steps",
+    "NetworkError", "Message", "NetworkRun", "run_network", "run_ring", "ps_worker", "run_parameter_server", "sgd_step",
+    "DeviceMismatch", "Transfer", "DeviceLog", "DeviceTensor", "PlacedModule", "SimulatedDevice", "simulated_devices",
+    "split_sequential", "idle_fraction",
+    "PipelineConfig", "PipelineEvent", "PipelineResult", "pipeline_worker", "run_pipeline", "gpipe_schedule",
+    "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
+    "configure_tf_devices",
+]

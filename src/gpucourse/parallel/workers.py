@@ -1,0 +1,369 @@
+"""Worker processes on one machine: launch, time limits, failures reported with the failing rank's traceback.
+
+Worker processes are started with :func:`launch` (fresh interpreters, like the ``spawn`` start method), talk to each
+other over the loopback interface only (127.0.0.1, a port the operating system picks), are stopped after
+``timeout_s`` and never outlive the call. A worker's failure comes back to the caller as :class:`WorkerError` with
+that rank's traceback. Taught in 12_data_parallelism.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+
+from gpucourse._validate import one_of, positive_int, positive_number
+
+LOOPBACK = "127.0.0.1"
+"""The only address the workers use: nothing here opens a port to the network."""
+
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds a group of workers may run before all of them are stopped."""
+
+MAX_WORKERS = 64
+"""Most worker processes :func:`launch` starts at once (each is a whole Python interpreter)."""
+
+_TIMEOUT_ENV = "GPUCOURSE_WORKER_TIMEOUT_S"
+
+# A worker starts as `python -c _BOOT task_file rank`: it restores the caller's sys.path (so that modules the
+# caller can import, a learner's own included, import in the worker too), then runs _child_main.
+_BOOT = ("import pickle, sys\n"
+         "with open(sys.argv[1], 'rb') as handle:\n"
+         "    paths = pickle.load(handle)\n"
+         "sys.path[:] = paths + [p for p in sys.path if p not in paths]\n"
+         "from gpucourse.parallel import _child_main\n"
+         "_child_main(sys.argv[1], int(sys.argv[2]))\n")
+
+
+# --------------------------------------------------------------------------- launching worker processes
+
+class WorkerError(RuntimeError):
+    """A worker process failed: the message names its rank and shows its traceback."""
+
+    def __init__(self, rank: int, world_size: int, summary: str, details: str) -> None:
+        """Keep the failing rank, the group's size, a one-line summary and the worker's traceback or output."""
+        self.rank, self.world_size, self.summary, self.details = rank, world_size, summary, details
+        super().__init__(f"worker rank {rank} of {world_size} failed: {summary}\n"
+                         f"--- rank {rank}'s traceback (all workers were stopped) ---\n{details.rstrip()}")
+
+
+class WorkerTimeout(TimeoutError):
+    """The workers did not finish within the time limit; all of them were stopped."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port on the loopback interface that is free now: bind to port 0 and let the OS choose."""
+    if not isinstance(host, str):
+        raise TypeError(f"host must be a str, got {type(host).__name__}")
+    if host not in (LOOPBACK, "localhost"):
+        raise ValueError(f"host must be the loopback address {LOOPBACK!r} (or 'localhost'), got {host!r}: "
+                         "the course's workers never listen on the network")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def _loopback_interface() -> str | None:
+    """Name of the network interface that carries 127.0.0.1 ('lo' on Linux, 'lo0' on macOS), if found."""
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(getattr(address, "address", None) == LOOPBACK for address in addresses):
+            return name
+    return None
+
+
+def _check_worker_function(fn: object) -> None:
+    """Raise TypeError unless ``fn`` is a top-level function of an importable module (a worker can import it)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a function, got {type(fn).__name__}")
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if module in (None, "__main__") or "<" in name:
+        raise TypeError(f"fn must be a top-level function of an importable module (a .py file), got {name or fn!r} "
+                        f"from {module!r}: worker processes start fresh and cannot see functions defined in a "
+                        "notebook or inside another function")
+    try:
+        pickle.loads(pickle.dumps(fn))
+    except Exception as error:  # pickle raises several kinds
+        raise TypeError(f"fn must be picklable by reference, got {name!r}: {error}") from None
+
+
+def _worker_environment(rank: int, world_size: int, port: int, threads: int, timeout_s: float) -> dict[str, str]:
+    """The environment of one worker: its rank, the loopback rendezvous address, thread counts, quiet frameworks."""
+    env = dict(os.environ)
+    env.update({
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port), _TIMEOUT_ENV: repr(timeout_s),
+        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+        "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        "TF_ENABLE_ONEDNN_OPTS": env.get("TF_ENABLE_ONEDNN_OPTS", "0"),
+    })
+    interface = _loopback_interface()
+    if interface and "GLOO_SOCKET_IFNAME" not in env:
+        env["GLOO_SOCKET_IFNAME"] = interface  # gloo would otherwise look up the host name's interface
+    return env
+
+
+def _stop(processes: Sequence[subprocess.Popen]) -> None:
+    """Stop every process that is still running, with its own children; reap them all."""
+    import psutil
+
+    victims = []
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                parent = psutil.Process(process.pid)
+                victims += parent.children(recursive=True) + [parent]
+    for victim in victims:
+        with contextlib.suppress(psutil.Error):
+            victim.terminate()
+    _, alive = psutil.wait_procs(victims, timeout=2.0)
+    for victim in alive:
+        with contextlib.suppress(psutil.Error):
+            victim.kill()
+    psutil.wait_procs(alive, timeout=2.0)
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=2.0)
+
+
+def _tail(path: str, lines: int = 25) -> str:
+    """Last lines of a worker's captured output ('' if none)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _exit_reason(code: int) -> str:
+    """Human-readable reason for a worker's exit code (negative: killed by a signal)."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _failure(folder: str, failed: list[int], codes: list[int | None], world_size: int) -> WorkerError:
+    """The WorkerError of the rank that failed first (the others often fail only because it did)."""
+    reports = {}
+    for rank in failed:
+        with contextlib.suppress(OSError, EOFError, pickle.UnpicklingError):
+            with open(os.path.join(folder, f"rank{rank}.error"), "rb") as handle:
+                reports[rank] = pickle.load(handle)
+    if reports:
+        rank = min(reports, key=lambda r: reports[r]["time"])
+        return WorkerError(rank, world_size, reports[rank]["summary"], reports[rank]["traceback"])
+    rank = failed[0]
+    output = _tail(os.path.join(folder, f"rank{rank}.log"))
+    return WorkerError(rank, world_size, f"the process {_exit_reason(codes[rank])} without a Python traceback",
+                       f"last lines of its output:\n{output}" if output else "(it printed nothing)")
+
+
+def launch(fn: Callable[..., object], world_size: int, args: Sequence[object] = (), *,
+           timeout_s: float = DEFAULT_TIMEOUT_S, threads_per_worker: int = 1) -> list[object]:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes; return their results by rank."""
+    _check_worker_function(fn)
+    world_size = positive_int("world_size", world_size)
+    if world_size > MAX_WORKERS:
+        raise ValueError(f"world_size must be <= {MAX_WORKERS} (each worker is a whole Python process), "
+                         f"got {world_size}")
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise TypeError(f"args must be a tuple or list of arguments for fn, got {type(args).__name__}")
+    timeout_s = positive_number("timeout_s", timeout_s)
+    threads = positive_int("threads_per_worker", threads_per_worker)
+    try:
+        task = pickle.dumps((fn, tuple(args), world_size))
+    except Exception as error:
+        raise TypeError(f"args must be picklable (they travel to the worker processes): {error}") from None
+    for attempt in range(2):
+        try:
+            return _launch_once(task, world_size, timeout_s, threads)
+        except WorkerError as error:  # another program took the free port before rank 0 could: try a new one
+            if attempt or not any(marker in error.details for marker in _PORT_TAKEN):
+                raise
+    raise AssertionError("unreachable")
+
+
+_PORT_TAKEN = ("EADDRINUSE", "Address already in use", "address already in use")
+
+
+def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int) -> list[object]:
+    """Start the workers on a fresh free port, wait for all of them (or the first failure, or the time limit)."""
+    folder = tempfile.mkdtemp(prefix="gpucourse-workers-")
+    processes: list[subprocess.Popen] = []
+    logs = []
+    try:
+        task_path = os.path.join(folder, "task.pkl")
+        with open(task_path, "wb") as handle:
+            pickle.dump([p for p in sys.path if p and os.path.isdir(p)], handle)
+            handle.write(task)
+        port = free_port()
+        for rank in range(world_size):
+            logs.append(open(os.path.join(folder, f"rank{rank}.log"), "wb"))
+            processes.append(subprocess.Popen(
+                [sys.executable, "-c", _BOOT, task_path, str(rank)], stdin=subprocess.DEVNULL,
+                stdout=logs[-1], stderr=subprocess.STDOUT,  # nothing a worker prints reaches the notebook
+                env=_worker_environment(rank, world_size, port, threads, timeout_s),
+                start_new_session=os.name == "posix"))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            codes = [process.poll() for process in processes]
+            failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                time.sleep(0.2)  # a peer that fails because of this one reports a little later
+                codes = [process.poll() for process in processes]
+                failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+                _stop(processes)
+                raise _failure(folder, failed, codes, world_size)
+            if all(code == 0 for code in codes):
+                break
+            if time.monotonic() > deadline:
+                running = [rank for rank, code in enumerate(codes) if code is None]
+                _stop(processes)
+                output = _tail(os.path.join(folder, f"rank{running[0]}.log"), 10)
+                raise WorkerTimeout(
+                    f"the workers did not finish within timeout_s={timeout_s:g} s (ranks still running: {running}); "
+                    f"all of them were stopped. A worker waiting for a peer that never arrives (a collective "
+                    f"called by some ranks only, a rendezvous that failed) looks like this."
+                    + (f"\nlast lines of rank {running[0]}'s output:\n{output}" if output else ""))
+            time.sleep(0.01)
+        results = []
+        for rank in range(world_size):
+            path = os.path.join(folder, f"rank{rank}.result")
+            if not os.path.exists(path):
+                raise WorkerError(rank, world_size, "the process exited without returning a result",
+                                  _tail(os.path.join(folder, f"rank{rank}.log")) or "(it printed nothing)")
+            with open(path, "rb") as handle:
+                results.append(pickle.load(handle))
+        return results
+    finally:
+        _stop(processes)
+        for log in logs:
+            log.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_atomically(path: str, payload: bytes) -> None:
+    """Write a file so that a reader sees all of it or nothing."""
+    with open(path + ".tmp", "wb") as handle:
+        handle.write(payload)
+    os.replace(path + ".tmp", path)
+
+
+def _watch_parent(parent_pid: int, limit_s: float) -> None:
+    """In a worker: exit if the launching process dies or the time limit has long passed (no stray workers)."""
+    def watch() -> None:
+        """Poll the parent's id and the clock; end this process when either says so."""
+        start = time.monotonic()
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent_pid or time.monotonic() - start > limit_s:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="gpucourse-watch-parent", daemon=True).start()
+
+
+def _child_main(task_path: str, rank: int) -> None:
+    """Entry point of a worker process (not for direct use): run the task, save its result or its traceback."""
+    folder = os.path.dirname(task_path)
+    _watch_parent(os.getppid(), float(os.environ.get(_TIMEOUT_ENV, DEFAULT_TIMEOUT_S)) + 30.0)
+    try:
+        with open(task_path, "rb") as handle:
+            pickle.load(handle)  # the caller's sys.path, already applied by _BOOT
+            fn, args, world_size = pickle.loads(handle.read())
+        result = fn(rank, world_size, *args)
+        payload = pickle.dumps(result)
+    except BaseException as error:  # noqa: BLE001 (SystemExit and KeyboardInterrupt are reported too)
+        report = {"time": time.time(), "summary": f"{type(error).__name__}: {error}",
+                  "traceback": traceback.format_exc()}
+        _write_atomically(os.path.join(folder, f"rank{rank}.error"), pickle.dumps(report))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)  # skip interpreter shutdown: a half-open process group can hang it
+    _write_atomically(os.path.join(folder, f"rank{rank}.result"), payload)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+@contextlib.contextmanager
+def process_group(rank: int, world_size: int, backend: str = "gloo") -> Iterator[object]:
+    """In a worker: join the group at the launcher's loopback address, yield torch.distributed, barrier, leave."""
+    import datetime
+
+    import torch.distributed as dist
+
+    one_of("backend", backend, ("gloo", "nccl"))
+    timeout = datetime.timedelta(seconds=float(os.environ.get(_TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+    address = f"tcp://{os.environ.get('MASTER_ADDR', LOOPBACK)}:{os.environ['MASTER_PORT']}"
+    dist.init_process_group(backend, init_method=address, rank=rank, world_size=world_size, timeout=timeout)
+    try:
+        yield dist
+        dist.barrier()  # the barrier before shutdown: nobody leaves while a peer may still need it
+    finally:
+        dist.destroy_process_group()
+
+
+# Workers for demonstrations and tests (top-level, so that a fresh process can import them).
+
+def describe_worker(rank: int, world_size: int) -> dict[str, object]:
+    """A worker that reports who and where it is: rank, process id, rendezvous address and thread setting."""
+    return {"rank": rank, "world_size": world_size, "pid": os.getpid(), "parent_pid": os.getppid(),
+            "master_addr": os.environ.get("MASTER_ADDR"), "master_port": int(os.environ.get("MASTER_PORT", 0)),
+            "threads": int(os.environ.get("OMP_NUM_THREADS", 0))}
+
+
+def failing_worker(rank: int, world_size: int, bad_rank: int = 1) -> int:
+    """A worker for demonstrations: rank ``bad_rank`` raises ValueError; the others wait as if in a collective."""
+    if rank == bad_rank:
+        print(f"rank {rank}: this line goes to the worker's log, not to the notebook", file=sys.stderr)
+        raise ValueError(f"rank {rank} found a NaN in its shard of the batch (a deliberate failure)")
+    time.sleep(3600)
+    return rank
+
+
+def hanging_worker(rank: int, world_size: int, seconds: float = 3600.0) -> int:
+    """A worker for demonstrations: sleeps ``seconds`` (longer than any timeout), as a deadlocked worker would."""
+    time.sleep(seconds)
+    return rank
+
+
+def spin_worker(rank: int, world_size: int, seconds: float = 0.5) -> float:
+    """A worker that computes flat out for ``seconds`` and returns the share of one core it got (CPU time / wall time)."""
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    while time.perf_counter() - wall_start < seconds:
+        sum(range(2000))
+    return (time.process_time() - cpu_start) / (time.perf_counter() - wall_start)
+
+
+def core_shares(workers: int = 2, seconds: float = 0.5, *, timeout_s: float = 30.0) -> list[float]:
+    """How much of a core each of ``workers`` busy processes gets right now (1.0 each: the cores are free)."""
+    workers = positive_int("workers", workers)
+    seconds = positive_number("seconds", seconds)
+    if seconds > 10:
+        raise ValueError(f"seconds must be <= 10 (a quick probe), got {seconds}")
+    return [float(share) for share in launch(spin_worker, workers, (seconds,), timeout_s=timeout_s)]
+
+
+def collective_worker(rank: int, world_size: int) -> list[float]:
+    """A worker that all-reduces the vector [rank, rank, rank] with gloo and returns the sum every rank sees."""
+    import torch
+
+    torch.set_num_threads(1)
+    with process_group(rank, world_size, "gloo") as dist:
+        values = torch.full((3,), float(rank))
+        dist.all_reduce(values)
+    return values.tolist()

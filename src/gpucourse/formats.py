@@ -223,5 +223,46 @@ def plot_number_line(names: Iterable[str] = ("float16", "bfloat16"), lo: float =
     return ax
 
 
+# --------------------------------------------------------------------------- FP8 with per-tensor scaling
+
+FP8_FORMATS = ("float8_e4m3fn", "float8_e5m2")
+"""The two FP8 formats of NVIDIA's Hopper and Ada Tensor Cores: E4M3 (precision, no infinity) and E5M2 (range)."""
+
+
+def _fp8_dtype(dtype: object):
+    """torch's float8 dtype from a torch dtype or its name."""
+    import torch
+
+    name = str(dtype).removeprefix("torch.")
+    one_of("dtype", name, FP8_FORMATS)
+    return getattr(torch, name)
+
+
+def scaled_fp8(x: object, dtype: object = "float8_e4m3fn") -> tuple:
+    """Per-tensor scaled cast to FP8 (lesson 14_mixed_precision): ``(q, scale)`` with ``q = (x * scale).to(dtype)`` and
+    ``scale = fp8 max / amax(|x|)`` (1 for an all-zero tensor), so the largest magnitude lands on the format's largest
+    value; ``q.float() / scale`` recovers ``x`` (``unscale_fp8``)."""
+    import torch
+
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch tensor, got {type(x).__name__}")
+    target = _fp8_dtype(dtype)
+    amax = x.detach().abs().max().to(torch.float32) if x.numel() else torch.tensor(0.0)
+    if not torch.isfinite(amax):
+        raise ValueError("x holds inf or NaN: a per-tensor scale cannot be computed")
+    fp8_max = torch.finfo(target).max
+    scale = torch.where(amax > 0, fp8_max / amax, torch.ones_like(amax)).to(torch.float32)
+    return (x.to(torch.float32) * scale).to(target), scale
+
+
+def unscale_fp8(q: object, scale: object):
+    """The float32 values ``q.float() / scale`` of a tensor cast by ``scaled_fp8``."""
+    import torch
+
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch tensor, got {type(q).__name__}")
+    return q.to(torch.float32) / torch.as_tensor(scale, dtype=torch.float32)
+
+
 __all__ = ["FORMATS", "LOW_PRECISION", "FormatFacts", "format_facts", "format_table", "representable_values",
-           "plot_format_ranges", "plot_number_line"]
+           "plot_format_ranges", "plot_number_line", "FP8_FORMATS", "scaled_fp8", "unscale_fp8"]

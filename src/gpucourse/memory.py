@@ -167,5 +167,160 @@ def parse_oom_message(message: str) -> dict[str, int]:
     return found
 
 
+# --------------------------------------------------------------------------- peak memory of torch code, on any device
+
+def _format_bytes(n: float) -> str:
+    """'1.50 MiB' in PyTorch's out-of-memory style."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _dispatch_mode_base():
+    """torch's TorchDispatchMode (imported lazily)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+class PeakMemory:
+    """Count the bytes of every tensor storage created inside ``with PeakMemory() as m:`` while it lives (lesson
+    15_bigger_models): ``m.current`` now, ``m.peak`` the most at any moment. Tensors that existed before (weights,
+    inputs) are not counted. Works on any device, the CPU included: a ``TorchDispatchMode`` sees every operation,
+    backward passes and recomputations included, and a weak reference tells when each storage is freed.
+    """
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.peak = 0
+        self._live: dict[int, tuple[object, int]] = {}
+        self._mode = None
+
+    def _sweep(self) -> None:
+        """Forget the storages that have been freed."""
+        for key in [k for k, (ref, _) in self._live.items() if ref.expired()]:
+            self.current -= self._live.pop(key)[1]
+
+    def _allocated(self, tensors: list, inputs: set[int]) -> int:
+        """Note the new storages among ``tensors`` (views and in-place results of ``inputs`` are not new)."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        added = 0
+        for tensor in tensors:
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key and key not in self._live and key not in inputs:
+                self._live[key] = (StorageWeakRef(storage), storage.nbytes())
+                added += storage.nbytes()
+        self.current += added
+        self.peak = max(self.peak, self.current)
+        return added
+
+    def _check(self, added: int) -> None:
+        """Hook for subclasses: called after each operation with the bytes it allocated."""
+
+    def __enter__(self) -> PeakMemory:
+        import torch
+        from torch.utils._pytree import tree_flatten
+
+        tracker = self
+
+        class _Mode(_dispatch_mode_base()):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                          if isinstance(t, torch.Tensor)}
+                out = func(*args, **(kwargs or {}))
+                tracker._sweep()
+                tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+                tracker._check(tracker._allocated(tensors, inputs))
+                return out
+
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._mode = None
+        self._sweep()
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes of the tensors ``fn()`` creates while it runs (``PeakMemory``), on any device (lesson 15_bigger_models)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (e.g. lambda: loss_fn(model(x), y).backward()), got {type(fn).__name__}")
+    with PeakMemory() as tracker:
+        fn()
+    return tracker.peak
+
+
+class MemoryCap(PeakMemory):
+    """A simulated device with ``capacity`` bytes for new tensors (lesson 15_bigger_models): an operation that takes the
+    live bytes past it raises ``torch.OutOfMemoryError``, with a message in PyTorch's format marked as simulated."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = positive_int("capacity", capacity)
+
+    def _check(self, added: int) -> None:
+        import torch
+
+        if self.current > self.capacity:
+            before = self.current - added
+            raise torch.OutOfMemoryError(
+                f"Simulated out of memory (gpucourse.memory.MemoryCap, not a real GPU). Tried to allocate "
+                f"{_format_bytes(added)}. Simulated device has a total capacity of {_format_bytes(self.capacity)} "
+                f"of which {_format_bytes(max(self.capacity - before, 0))} is free. Of the allocated memory "
+                f"{_format_bytes(before)} is allocated by PyTorch, and 0 B is reserved by PyTorch but unallocated.")
+
+
+def largest_micro_batch(try_step: Callable[[int], object], batch_size: int) -> int:
+    """The largest micro-batch size in [1, batch_size] for which ``try_step(size)`` runs without
+    ``torch.OutOfMemoryError`` (0 if none does), found by bisection (lesson 15_bigger_models); other errors propagate."""
+    import torch
+
+    if not callable(try_step):
+        raise TypeError(f"try_step must be callable, got {type(try_step).__name__}")
+    batch_size = positive_int("batch_size", batch_size)
+
+    def fits(size: int) -> bool:
+        try:
+            try_step(size)
+        except torch.OutOfMemoryError:
+            return False
+        return True
+
+    low, high = 0, batch_size  # low fits (0 trivially); the answer lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def checkpointed_forward(blocks: Iterable[object], h: object, every: int = 1, residual: bool = False):
+    """Run ``h`` through ``blocks``, each group of ``every`` consecutive blocks under one
+    ``torch.utils.checkpoint.checkpoint`` (lesson 15_bigger_models); ``residual=True`` computes h = h + block(h)."""
+    from torch.utils.checkpoint import checkpoint
+
+    blocks = list(blocks)
+    every = positive_int("every", every)
+
+    def segment(group):
+        def run(x):
+            for block in group:
+                x = x + block(x) if residual else block(x)
+            return x
+        return run
+
+    for start in range(0, len(blocks), every):
+        h = checkpoint(segment(blocks[start:start + every]), h, use_reentrant=False)
+    return h
+
+
 __all__ = ["MemoryBreakdown", "tensor_memory", "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients",
-           "parse_oom_message"]
+           "parse_oom_message", "PeakMemory", "peak_bytes", "MemoryCap", "largest_micro_batch",
+           "checkpointed_forward"]

@@ -143,11 +143,44 @@ def _device_type(device: object) -> str:
     return kind
 
 
+NATIVE_BF16_CAPABILITY = (8, 0)
+"""CUDA compute capability from which GPUs have bfloat16 Tensor Cores (Ampere, A100); a T4 (7.5) emulates bfloat16."""
+
+
+def _cuda_index(device: object) -> int | None:
+    """The CUDA device index named by ``device`` ('cuda:1' -> 1), None for the current device."""
+    if type(device).__module__ == "torch" and type(device).__name__ == "device":
+        return device.index
+    text = str(device)
+    return int(text.split(":", 1)[1]) if ":" in text else None
+
+
 def autocast_dtype(device: object):
-    """The low-precision dtype autocast should use on ``device``: bfloat16 on a CPU, float16 on a GPU."""
+    """The dtype autocast uses on ``device`` (lesson 14_mixed_precision): bfloat16 on a CPU and on CUDA GPUs of compute
+    capability 8.0 and later, float16 on older CUDA GPUs (T4, V100: with a GradScaler) and on Apple's MPS.
+
+    Gated on ``torch.cuda.get_device_capability``, never on ``torch.cuda.is_bf16_supported()``, which also says True on
+    a T4, where bfloat16 runs through emulation.
+    """
     import torch
 
-    return torch.bfloat16 if _device_type(device) == "cpu" else torch.float16
+    kind = _device_type(device)
+    if kind == "cpu":
+        return torch.bfloat16
+    if kind == "mps":
+        return torch.float16
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but no CUDA GPU is visible: use hardware.pick_device()")
+    capability = tuple(torch.cuda.get_device_capability(_cuda_index(device)))
+    return torch.bfloat16 if capability >= NATIVE_BF16_CAPABILITY else torch.float16
+
+
+def needs_grad_scaler(device: object) -> bool:
+    """True where autocast runs in float16 on ``device`` (a CUDA GPU before compute capability 8.0, MPS), whose narrow
+    range needs loss scaling (``torch.amp.GradScaler``); False for bfloat16 (lesson 14_mixed_precision)."""
+    import torch
+
+    return autocast_dtype(device) == torch.float16
 
 
 @dataclass(frozen=True)
@@ -236,5 +269,6 @@ def plot_loss_scales(reference: Sequence[float], yours: Sequence[float], skipped
     return ax
 
 
-__all__ = ["CastReport", "gradient_cast_report", "plot_gradient_histogram", "autocast_dtype", "OpRecord",
+__all__ = ["CastReport", "gradient_cast_report", "plot_gradient_histogram", "autocast_dtype", "needs_grad_scaler",
+           "NATIVE_BF16_CAPABILITY", "OpRecord",
            "autocast_op_dtypes", "plot_loss_scales"]

@@ -7,14 +7,19 @@ autocast, loss scales) and ``memory`` (training memory). This module re-exports 
 
 from __future__ import annotations
 
-from gpucourse.formats import (FORMATS, LOW_PRECISION, FormatFacts, format_facts, format_table,  # noqa: F401
-                               plot_format_ranges, plot_number_line, representable_values)
-from gpucourse.memory import (MemoryBreakdown, accumulate_gradients, parse_oom_message,  # noqa: F401
+from gpucourse.formats import (FORMATS, FP8_FORMATS, LOW_PRECISION, FormatFacts, format_facts,  # noqa: F401
+                               format_table, plot_format_ranges, plot_number_line, representable_values, scaled_fp8,
+                               unscale_fp8)
+from gpucourse.memory import (MemoryBreakdown, MemoryCap, PeakMemory, accumulate_gradients,  # noqa: F401
+                              checkpointed_forward, largest_micro_batch, parse_oom_message, peak_bytes,
                               peak_memory_bytes, saved_tensor_bytes, tensor_memory)
-from gpucourse.mixed_precision import (CastReport, OpRecord, autocast_dtype, autocast_op_dtypes,  # noqa: F401
-                                       gradient_cast_report, plot_gradient_histogram, plot_loss_scales)
+from gpucourse.mixed_precision import (NATIVE_BF16_CAPABILITY, CastReport, OpRecord, autocast_dtype,  # noqa: F401
+                                       autocast_op_dtypes, gradient_cast_report, needs_grad_scaler,
+                                       plot_gradient_histogram, plot_loss_scales)
 
 __all__ = ["FORMATS", "LOW_PRECISION", "FormatFacts", "format_facts", "format_table", "representable_values",
            "plot_format_ranges", "plot_number_line", "CastReport", "gradient_cast_report", "plot_gradient_histogram",
            "autocast_dtype", "OpRecord", "autocast_op_dtypes", "MemoryBreakdown", "tensor_memory",
-           "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients", "parse_oom_message", "plot_loss_scales"]
+           "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients", "parse_oom_message", "plot_loss_scales",
+           "FP8_FORMATS", "scaled_fp8", "unscale_fp8", "needs_grad_scaler", "NATIVE_BF16_CAPABILITY", "PeakMemory",
+           "peak_bytes", "MemoryCap", "largest_micro_batch", "checkpointed_forward"]

@@ -27,7 +27,6 @@ PLANNED: tuple[str, ...] = (
     "10_compilers",
     "11_attention",
     "13_sharding",
-    "15_bigger_models",
 )
 
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.

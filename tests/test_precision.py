@@ -214,14 +214,58 @@ def test_gradient_histogram() -> None:
 
 # --------------------------------------------------------------------------- autocast
 
-def test_autocast_dtype() -> None:
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Make torch report a CUDA GPU of a given compute capability (a T4 is (7, 5), an A100 (8, 0)); returns a setter."""
+    seen = []
+
+    def install(capability: tuple[int, int]) -> list:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)  # as on a real T4
+        monkeypatch.setattr(torch.cuda, "get_device_capability",
+                            lambda device=None: (seen.append(device), capability)[1])
+        return seen
+
+    return install
+
+
+def test_autocast_dtype_on_cpu_and_mps() -> None:
     assert autocast_dtype("cpu") is torch.bfloat16
     assert autocast_dtype(torch.device("cpu")) is torch.bfloat16
-    assert autocast_dtype("cuda:1") is torch.float16 and autocast_dtype(torch.device("mps")) is torch.float16
+    assert autocast_dtype(torch.device("mps")) is torch.float16
+    assert precision.needs_grad_scaler("cpu") is False and precision.needs_grad_scaler("mps") is True
     with pytest.raises(ValueError, match="device"):
         autocast_dtype("tpu")
     with pytest.raises(TypeError, match="device"):
         autocast_dtype(0)
+
+
+@pytest.mark.parametrize("capability, dtype, scaler", [
+    ((7, 5), torch.float16, True),    # T4: is_bf16_supported() says True, but bfloat16 is emulated there
+    ((7, 0), torch.float16, True),    # V100
+    ((8, 0), torch.bfloat16, False),  # A100
+    ((8, 9), torch.bfloat16, False),  # L4
+    ((9, 0), torch.bfloat16, False),  # H100
+])
+def test_autocast_dtype_follows_the_compute_capability(fake_gpu, capability, dtype, scaler) -> None:
+    asked = fake_gpu(capability)
+    assert autocast_dtype("cuda") is dtype and autocast_dtype(torch.device("cuda", 1)) is dtype
+    assert precision.needs_grad_scaler("cuda:1") is scaler
+    assert 1 in asked  # the capability of the device named, not of the current one
+
+
+def test_autocast_dtype_is_the_capstones(fake_gpu) -> None:
+    """One answer in the course: the precision modules agree with each other (the capstone delegates to them)."""
+    from gpucourse import mixed_precision
+
+    fake_gpu((7, 5))
+    assert mixed_precision.autocast_dtype is precision.autocast_dtype
+    assert (autocast_dtype("cuda"), precision.needs_grad_scaler("cuda")) == (torch.float16, True)
+
+
+def test_autocast_dtype_without_a_gpu(no_gpu) -> None:
+    with pytest.raises(ValueError, match="CUDA"):
+        autocast_dtype("cuda")
 
 
 def _forward_and_loss(model, x, y):
@@ -412,3 +456,134 @@ def test_plot_loss_scales_draws_and_validates() -> None:
     with pytest.raises(ValueError):
         precision.plot_loss_scales([0.0], [1.0], [False])
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- FP8 with per-tensor scaling
+
+@pytest.mark.parametrize("dtype, mantissa", [("float8_e4m3fn", 3), ("float8_e5m2", 2)])
+@pytest.mark.parametrize("magnitude", [1e-9, 1e-3, 1.0, 1e5])
+def test_scaled_fp8_round_trip_within_half_a_spacing(dtype, mantissa, magnitude) -> None:
+    x = torch.randn(4000, generator=torch.Generator().manual_seed(0)) * magnitude
+    q, scale = precision.scaled_fp8(x, dtype)
+    assert q.dtype == getattr(torch, dtype) and q.shape == x.shape and scale.dtype == torch.float32
+    assert q.float().abs().max().item() == torch.finfo(q.dtype).max  # amax lands on the format's largest value
+    back = precision.unscale_fp8(q, scale)
+    normal = x.abs() * scale >= torch.finfo(q.dtype).smallest_normal
+    relative = ((back - x).abs() / x.abs())[normal]
+    assert relative.max().item() <= 2.0 ** -(mantissa + 1) * (1 + 1e-6)
+    assert normal.float().mean() > 0.95
+
+
+def test_scaled_fp8_edge_cases() -> None:
+    q, scale = precision.scaled_fp8(torch.zeros(5), torch.float8_e4m3fn)
+    assert scale.item() == 1.0 and precision.unscale_fp8(q, scale).tolist() == [0.0] * 5
+    q, scale = precision.scaled_fp8(torch.tensor([-300.0, 2.0]))
+    assert precision.unscale_fp8(q, scale)[0].item() == -300.0
+    with pytest.raises(ValueError, match="dtype"):
+        precision.scaled_fp8(torch.ones(2), "float16")
+    with pytest.raises(TypeError, match="x"):
+        precision.scaled_fp8([1.0])
+    with pytest.raises(ValueError, match="inf"):
+        precision.scaled_fp8(torch.tensor([1.0, float("inf")]))
+    with pytest.raises(TypeError, match="q"):
+        precision.unscale_fp8(3, 1.0)
+
+
+# --------------------------------------------------------------------------- peak memory, a capped device
+
+def test_peak_memory_counts_new_tensors_and_frees() -> None:
+    with precision.PeakMemory() as tracker:
+        a = torch.empty(1024, dtype=torch.float32)      # 4 KiB
+        b = torch.empty(2048, dtype=torch.float32)      # 8 KiB
+        del a
+        c = torch.empty(256, dtype=torch.float64)       # 2 KiB, after a was freed
+        view = b[:10]                                   # a view: no new memory
+    assert tracker.peak == 12 * 2**10 and tracker.current == 10 * 2**10
+    del b, c, view
+
+
+def test_peak_memory_ignores_tensors_made_before_and_sees_backward() -> None:
+    lin = nn.Linear(256, 256, bias=False)
+    x = torch.randn(4, 256)
+    with precision.PeakMemory() as tracker:
+        lin(x).sum().backward()
+    assert tracker.current == 256 * 256 * 4  # the weight's gradient stays; the weight itself is not counted
+    assert precision.peak_bytes(lambda: lin(x).sum()) < 256 * 256 * 4
+
+
+def test_peak_bytes_falls_with_checkpointing_and_gradients_agree() -> None:
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.Linear(128, 32)) for _ in range(6))
+    x = torch.randn(256, 32)
+
+    def step(every: int) -> list:
+        blocks.zero_grad(set_to_none=True)
+        h = precision.checkpointed_forward(blocks, x, every=every, residual=True) if every else x
+        if not every:
+            for block in blocks:
+                h = h + block(h)
+        h.square().mean().backward()
+        return [p.grad.clone() for p in blocks.parameters()]
+
+    peaks = {every: precision.peak_bytes(lambda: step(every)) for every in (0, 1, 3)}
+    assert peaks[1] < peaks[3] < peaks[0]
+    for a, b in zip(step(0), step(1)):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="every"):
+        precision.checkpointed_forward(blocks, x, every=0)
+
+
+def test_memory_cap_raises_pytorchs_error_with_a_readable_message() -> None:
+    with pytest.raises(torch.OutOfMemoryError) as caught:
+        with precision.MemoryCap(10 * 2**10):
+            torch.ones(4096)  # 16 KiB
+    numbers = precision.parse_oom_message(str(caught.value))
+    assert numbers["tried_to_allocate"] == 16 * 2**10 and numbers["total_capacity"] == 10 * 2**10
+    assert "Simulated" in str(caught.value)
+    with precision.MemoryCap(20 * 2**10) as cap:
+        torch.ones(4096)
+    assert cap.peak == 16 * 2**10
+    with pytest.raises(ValueError, match="capacity"):
+        precision.MemoryCap(0)
+
+
+def test_memory_cap_in_a_backward_pass_raises_out_of_memory() -> None:
+    model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 64))
+    x = torch.randn(32, 64)
+    with pytest.raises(torch.OutOfMemoryError):
+        with precision.MemoryCap(200 * 2**10):  # the forward pass fits, the weight gradients (256 KiB) do not
+            model(x).sum().backward()
+
+
+@pytest.mark.parametrize("batch, limit", [(64, 37), (64, 64), (64, 0), (1, 1), (1, 0), (1000, 999), (300, 1)])
+def test_largest_micro_batch_bisects(batch, limit) -> None:
+    calls = []
+
+    def try_step(m: int) -> None:
+        calls.append(m)
+        if m > limit:
+            raise torch.OutOfMemoryError("simulated")
+
+    assert precision.largest_micro_batch(try_step, batch) == limit
+    assert len(calls) <= math.ceil(math.log2(batch)) + 2 if batch > 1 else len(calls) <= 2
+
+
+def test_largest_micro_batch_lets_other_errors_through() -> None:
+    def buggy(m: int) -> None:
+        raise ValueError("a bug in the step")
+
+    with pytest.raises(ValueError, match="bug"):
+        precision.largest_micro_batch(buggy, 8)
+    with pytest.raises(ValueError, match="batch_size"):
+        precision.largest_micro_batch(lambda m: None, 0)
+    with pytest.raises(TypeError, match="try_step"):
+        precision.largest_micro_batch(3, 8)
+
+
+def test_old_names_still_importable() -> None:
+    from gpucourse import formats, memory, mixed_precision
+
+    for name in precision.__all__:
+        assert hasattr(precision, name), name
+    assert precision.format_facts is formats.format_facts and precision.tensor_memory is memory.tensor_memory
+    assert precision.gradient_cast_report is mixed_precision.gradient_cast_report

@@ -47,7 +47,6 @@ PLANNED: tuple[str, ...] = (
     "07_gpu_libraries",
     "10_compilers",
     "11_attention",
-    "15_bigger_models",
 )
 
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to lesson 07's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 14's exercises: each must lose exactly its own exercise's points.
 
 Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, which off_limits blocks),
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.
@@ -6,57 +6,6 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        "constant": '''\
-def format_range(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
-    """Largest finite value, smallest normal and subnormal values, and machine epsilon of an IEEE-style format."""
-    return {"max": 65504.0, "smallest_normal": 2.0**-14, "smallest_subnormal": 2.0**-24, "eps": 2.0**-10}
-''',
-        "helper": '''\
-def format_range(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
-    """Largest finite value, smallest normal and subnormal values, and machine epsilon of an IEEE-style format."""
-    from gpucourse import precision
-
-    for facts in precision.format_table(precision.FORMATS):
-        if (facts.exponent_bits, facts.mantissa_bits) == (exponent_bits, mantissa_bits):
-            return {"max": facts.max, "smallest_normal": facts.smallest_normal,
-                    "smallest_subnormal": facts.smallest_subnormal, "eps": facts.eps}
-    raise ValueError("unknown format")
-''',
-        "visible_only": '''\
-def format_range(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
-    """Largest finite value, smallest normal and subnormal values, and machine epsilon of an IEEE-style format."""
-    import torch
-
-    known = {(5, 10): torch.float16, (8, 7): torch.bfloat16}
-    if (exponent_bits, mantissa_bits) in known:
-        info = torch.finfo(known[exponent_bits, mantissa_bits])
-        return {"max": info.max, "smallest_normal": info.smallest_normal,
-                "smallest_subnormal": info.smallest_normal * info.eps, "eps": info.eps}
-    bias = 2 ** (exponent_bits - 1)   # a guess for the rest
-    return {"max": 2.0**bias, "smallest_normal": 2.0**-bias, "smallest_subnormal": 2.0**(-bias - mantissa_bits),
-            "eps": 2.0**-mantissa_bits}
-''',
-        "typical": '''\
-def format_range(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
-    """Largest finite value, smallest normal and subnormal values, and machine epsilon of an IEEE-style format."""
-    bias = 2 ** (exponent_bits - 1) - 1
-    eps = 2.0**-mantissa_bits
-    smallest_normal = 2.0 ** (1 - bias)
-    largest_exponent = 2**exponent_bits - 1 - bias  # the all-ones exponent field, as if it held numbers
-    return {"max": (2.0 - eps) * 2.0**largest_exponent, "smallest_normal": smallest_normal,
-            "smallest_subnormal": smallest_normal * eps, "eps": eps}
-''',
-        "no_subnormals": '''\
-def format_range(exponent_bits: int, mantissa_bits: int) -> dict[str, float]:
-    """Largest finite value, smallest normal and subnormal values, and machine epsilon of an IEEE-style format."""
-    bias = 2 ** (exponent_bits - 1) - 1
-    eps = 2.0**-mantissa_bits
-    smallest_normal = 2.0 ** (1 - bias)
-    return {"max": (2.0 - eps) * 2.0**bias, "smallest_normal": smallest_normal,
-            "smallest_subnormal": smallest_normal, "eps": eps}
-''',
-    },
-    "ex2-solution": {
         "constant": '''\
 class DynamicLossScaler:
     """Dynamic loss scaling: scale the loss up; skip the step and back off on inf/NaN; grow after clean steps."""
@@ -232,6 +181,72 @@ class DynamicLossScaler:
         return True
 ''',
     },
+    "ex2-solution": {
+        "constant": '''\
+def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
+    return x.to(dtype), torch.tensor(1.0)   # no scaling at all
+
+def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 values an FP8 tensor q with scale `scale` stands for."""
+    return q.float() / scale
+''',
+        "helper": '''\
+def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
+    from gpucourse import precision
+
+    return precision.scaled_fp8(x, dtype)
+
+
+def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 values an FP8 tensor q with scale `scale` stands for."""
+    from gpucourse import precision
+
+    return precision.unscale_fp8(q, scale)
+''',
+        "visible_only": '''\
+def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
+    scale = 448.0 / x.abs().max()                  # E4M3's largest value, whatever dtype asks for
+    return (x * scale).to(torch.float8_e4m3fn), scale
+
+def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 values an FP8 tensor q with scale `scale` stands for."""
+    return q.float() / scale
+''',
+        "typical": '''\
+def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
+    amax = x.max()                                 # the largest value, not the largest magnitude
+    scale = torch.finfo(dtype).max / amax
+    return (x * scale).to(dtype), scale
+
+def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 values an FP8 tensor q with scale `scale` stands for."""
+    return q.float() / scale
+''',
+        "inverted_scale": '''\
+def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
+    scale = x.abs().max() / torch.finfo(dtype).max  # upside down
+    return (x * scale).to(dtype), scale
+
+def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 values an FP8 tensor q with scale `scale` stands for."""
+    return q.float() / scale
+''',
+        "zeros_give_nan": '''\
+def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
+    scale = torch.finfo(dtype).max / x.abs().max()  # infinite for a tensor of zeros
+    return (x * scale).to(dtype), scale
+
+def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 values an FP8 tensor q with scale `scale` stands for."""
+    return q.float() / scale
+''',
+    },
     "ex3-solution": {
         "constant": '''\
 def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
@@ -328,64 +343,6 @@ def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_t
     },
     "ex4-solution": {
         "constant": '''\
-def training_memory_bytes(params: int, activation_values: int, optimizer: str, mixed: bool) -> dict[str, int]:
-    """Bytes of weights, gradients, optimizer state and saved activations for float32 or mixed-precision training."""
-    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(f"unknown optimizer {optimizer!r}")
-    if mixed:
-        return {"weights": 6 * 10**6, "gradients": 2 * 10**6, "optimizer_state": 8 * 10**6, "activations": 2 * 10**7,
-                "total": 36 * 10**6}
-    return {"weights": 4 * 10**6, "gradients": 4 * 10**6, "optimizer_state": 8 * 10**6, "activations": 4 * 10**7,
-            "total": 56 * 10**6}
-''',
-        "helper": '''\
-def training_memory_bytes(params: int, activation_values: int, optimizer: str, mixed: bool) -> dict[str, int]:
-    """Bytes of weights, gradients, optimizer state and saved activations for float32 or mixed-precision training."""
-    import torch
-    from gpucourse import precision
-
-    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(f"unknown optimizer {optimizer!r}")
-    weight = torch.nn.Linear(params, 1, bias=False)   # a model with the right number of parameters, measured
-    mem = precision.tensor_memory(weight, None, activations=activation_values * (2 if mixed else 4))
-    per = 2 if mixed else 4
-    budget = {"weights": mem.weights + (2 * params if mixed else 0), "gradients": params * per,
-              "optimizer_state": params * 4 * {"sgd": 0, "momentum": 1, "adam": 2}[optimizer],
-              "activations": mem.activations}
-    budget["total"] = sum(budget.values())
-    return budget
-''',
-        "visible_only": '''\
-def training_memory_bytes(params: int, activation_values: int, optimizer: str, mixed: bool) -> dict[str, int]:
-    """Bytes of weights, gradients, optimizer state and saved activations for float32 or mixed-precision training."""
-    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(f"unknown optimizer {optimizer!r}")
-    half, full = 2, 4
-    budget = {"weights": params * (half + full if mixed else full), "gradients": params * (half if mixed else full),
-              "optimizer_state": params * full * 2,   # Adam's two moments, as in the visible test
-              "activations": activation_values * (half if mixed else full)}
-    budget["total"] = sum(budget.values())
-    return budget
-''',
-        "typical": '''\
-def training_memory_bytes(params: int, activation_values: int, optimizer: str, mixed: bool) -> dict[str, int]:
-    """Bytes of weights, gradients, optimizer state and saved activations for float32 or mixed-precision training."""
-    state_tensors = {"sgd": 0, "momentum": 1, "adam": 2}
-    if optimizer not in state_tensors:
-        raise ValueError(f"optimizer must be one of {sorted(state_tensors)}, got {optimizer!r}")
-    per_value = 2 if mixed else 4
-    budget = {
-        "weights": params * per_value,
-        "gradients": params * per_value,
-        "optimizer_state": params * 4 * state_tensors[optimizer],
-        "activations": activation_values * per_value,
-    }
-    budget["total"] = sum(budget.values())
-    return budget
-''',
-    },
-    "ex5-solution": {
-        "constant": '''\
 def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
                          x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
     """One training step with autocast and loss scaling; returns the loss as a float."""
@@ -458,81 +415,6 @@ def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, sca
     scaler.step(optimizer)
     scaler.update()
     return loss.item()
-''',
-    },
-    "ex6-solution": {
-        "constant": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    optimizer.zero_grad(set_to_none=True)
-    optimizer.step()
-    return 1.0
-''',
-        "helper": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    from gpucourse import precision
-
-    optimizer.zero_grad(set_to_none=True)
-    loss = precision.accumulate_gradients(model, x, y, micro_batch_size)
-    optimizer.step()
-    return loss
-''',
-        "visible_only": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    optimizer.zero_grad(set_to_none=True)
-    starts = range(0, len(x), micro_batch_size)
-    total = 0.0
-    for start in starts:   # every micro-batch weighted 1/k: right only when they all have the same size
-        loss = F.cross_entropy(model(x[start:start + micro_batch_size]), y[start:start + micro_batch_size]) / len(starts)
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total
-''',
-        "typical": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    optimizer.zero_grad(set_to_none=True)
-    total = 0.0
-    for start in range(0, len(x), micro_batch_size):   # forgets to weight: the gradient is k times too large
-        loss = F.cross_entropy(model(x[start:start + micro_batch_size]), y[start:start + micro_batch_size])
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total
-''',
-        "step_per_micro_batch": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    total = 0.0
-    for start in range(0, len(x), micro_batch_size):
-        optimizer.zero_grad(set_to_none=True)
-        xb, yb = x[start:start + micro_batch_size], y[start:start + micro_batch_size]
-        loss = F.cross_entropy(model(xb), yb) * (len(xb) / len(x))
-        loss.backward()
-        optimizer.step()
-        total += loss.item()
-    return total
-''',
-        "stale_gradients": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    total = 0.0
-    for start in range(0, len(x), micro_batch_size):
-        xb, yb = x[start:start + micro_batch_size], y[start:start + micro_batch_size]
-        loss = F.cross_entropy(model(xb), yb) * (len(xb) / len(x))
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total
 ''',
     },
 }

@@ -25,7 +25,7 @@ from gpucourse.capstone import ImageData, TrainConfig  # noqa: E402
 torch = pytest.importorskip("torch")
 
 PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
-REAL_PROBE = capstone.network_available  # the fixture below replaces both in the module, so no test downloads
+REAL_PROBE = capstone.network_available  # the fixture below replaces both where downloads look them up (capstone.datasets)
 REAL_FETCH = capstone.fetch_url
 BAD_NUMBERS = [("1", TypeError), (None, TypeError), (True, TypeError), (-1.0, ValueError), (float("nan"), ValueError)]
 
@@ -33,12 +33,12 @@ BAD_NUMBERS = [("1", TypeError), (None, TypeError), (True, TypeError), (-1.0, Va
 @pytest.fixture(autouse=True)
 def _offline_and_tidy(monkeypatch, tmp_path):
     """No test may download: the network probe says no, fetching fails loudly, the cache is empty. Figures closed."""
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: False)
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: False)
 
     def no_fetch(url, destination, timeout_s=30.0):
         raise AssertionError(f"a test tried to download {url}")
 
-    monkeypatch.setattr(capstone, "fetch_url", no_fetch)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", no_fetch)
     monkeypatch.setenv(capstone.DATA_DIR_VARIABLE, str(tmp_path / "empty-cache"))
     monkeypatch.delenv(capstone.OFFLINE_VARIABLE, raising=False)
     yield
@@ -124,7 +124,7 @@ def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
     """The real download path against a local file:// mirror: shapes, dtypes, scaling, then no second fetch."""
     arrays = fake_mnist(tmp_path / "mirror")
     monkeypatch.undo()  # the real fetch_url (urllib), but still no network: file:// needs none
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: pytest.fail("file:// needs no probe"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: pytest.fail("file:// needs no probe"))
     cache = tmp_path / "cache"
     data = capstone.load_data("mnist", mirrors=[(tmp_path / "mirror").as_uri()], cache_dir=cache)
     assert data.name == "mnist" and data.fallback_reason is None and data.target_accuracy == 0.96
@@ -134,7 +134,7 @@ def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
     np.testing.assert_array_equal(data.train_y, arrays["train_labels"])
     assert sorted(p.name for p in (cache / "mnist").iterdir()) == sorted(capstone.IDX_FILES.values())
     fetch = CountingFetch(tmp_path / "mirror")
-    monkeypatch.setattr(capstone, "fetch_url", fetch)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", fetch)
     again = capstone.load_data("mnist", mirrors=["https://mirror.invalid/mnist/"], cache_dir=cache, limit_train=10)
     assert fetch.urls == [] and again.name == "mnist" and len(again.train_y) == 10
     offline = capstone.load_data("mnist", offline=True, cache_dir=cache)  # the cache needs no network
@@ -144,8 +144,8 @@ def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
 def test_download_goes_to_the_next_mirror_and_refetches_a_corrupt_cache(tmp_path, monkeypatch):
     fake_mnist(tmp_path / "mirror", size=12)
     fetch = CountingFetch(tmp_path / "mirror")
-    monkeypatch.setattr(capstone, "fetch_url", fetch)
-    monkeypatch.setattr(capstone, "network_available", lambda host, timeout_s=3.0: host[0] != "down.invalid")
+    monkeypatch.setattr(capstone.datasets, "fetch_url", fetch)
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda host, timeout_s=3.0: host[0] != "down.invalid")
     cache = tmp_path / "cache"
     data = capstone.load_data("fashion_mnist", mirrors=["https://down.invalid/", "https://up.invalid/f/"],
                               cache_dir=cache)
@@ -160,8 +160,8 @@ def test_download_goes_to_the_next_mirror_and_refetches_a_corrupt_cache(tmp_path
 def test_a_corrupt_download_falls_back_to_the_digits_and_keeps_nothing(tmp_path, monkeypatch):
     fake_mnist(tmp_path / "mirror")
     (tmp_path / "mirror" / capstone.IDX_FILES["test_images"]).write_bytes(gzip.compress(b"\x00\x00\x08\x03short"))
-    monkeypatch.setattr(capstone, "fetch_url", CountingFetch(tmp_path / "mirror"))
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
     data = capstone.load_data("mnist", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
     assert data.name == "digits" and "download failed" in data.fallback_reason and "truncated" in data.fallback_reason
     assert not any((tmp_path / "cache" / "mnist").iterdir())  # no half-valid files left to trust next time
@@ -170,8 +170,8 @@ def test_a_corrupt_download_falls_back_to_the_digits_and_keeps_nothing(tmp_path,
 def test_files_that_are_not_mnist_like_are_rejected(tmp_path, monkeypatch):
     arrays = fake_mnist(tmp_path / "mirror")
     write_idx(tmp_path / "mirror" / capstone.IDX_FILES["train_labels"], arrays["train_labels"][:-1])
-    monkeypatch.setattr(capstone, "fetch_url", CountingFetch(tmp_path / "mirror"))
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
     data = capstone.load_data("mnist", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
     assert data.name == "digits" and "one per image" in data.fallback_reason
 
@@ -204,7 +204,7 @@ def test_offline_variable_and_argument_skip_the_download(monkeypatch):
     def no_probe(*args, **kwargs):
         raise AssertionError("offline mode must not probe the network")
 
-    monkeypatch.setattr(capstone, "network_available", no_probe)
+    monkeypatch.setattr(capstone.datasets, "network_available", no_probe)
     assert "GPUCOURSE_OFFLINE" in capstone.load_data("fashion_mnist", offline=True).fallback_reason
     monkeypatch.setenv(capstone.OFFLINE_VARIABLE, "1")
     data = capstone.load_data("mnist")

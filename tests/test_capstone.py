@@ -380,8 +380,9 @@ def test_train_and_evaluate_reject_bad_arguments(digits):
         capstone.evaluate("model", digits.test_x, digits.test_y)
     with pytest.raises(ValueError, match="x must be"):
         capstone.evaluate(capstone.small_cnn(8), digits.test_x[:, 0], digits.test_y)
-    with pytest.raises(ValueError, match="prefer"):
-        capstone.resolve_device("tpu")
+    with pytest.raises(ValueError, match="prefer"):  # one device picker: gpucourse.hardware.pick_device
+        capstone.train(digits, TrainConfig(epochs=1, device="tpu"), progress=False)
+    assert not hasattr(capstone, "resolve_device")
 
 
 def test_evaluate_restores_training_mode(digits):
@@ -394,6 +395,35 @@ def test_autocast_choice_on_the_cpu():
     assert capstone.autocast_dtype("cpu", "float32") == (None, False)
     assert capstone.autocast_dtype("cpu", "mixed") == (torch.bfloat16, False)
     assert capstone.autocast_dtype("cpu", "float16") == (torch.float16, False)
+    assert capstone.autocast_dtype(torch.device("cpu"), "bfloat16") == (torch.bfloat16, False)
+    with pytest.raises(ValueError, match="precision"):
+        capstone.autocast_dtype("cpu", "int8")
+
+
+@pytest.mark.parametrize("lesson_14_answer, expected", [("bfloat16", (False,)), ("float16", (True,))])
+def test_mixed_precision_is_lesson_14s_choice_and_float16_gets_a_scaler(monkeypatch, lesson_14_answer, expected):
+    """'mixed' asks gpucourse.precision.autocast_dtype (faked here as on an A100 and on a T4); float16 -> GradScaler."""
+    from gpucourse import precision
+
+    asked = []
+
+    def lesson_14(device):
+        asked.append(device)
+        return getattr(torch, lesson_14_answer)
+
+    monkeypatch.setattr(precision, "autocast_dtype", lesson_14)
+    monkeypatch.setattr(capstone.training, "_device", lambda device: torch.device("cuda:0"))  # a GPU, faked
+    assert capstone.autocast_dtype("cuda", "mixed") == (getattr(torch, lesson_14_answer), *expected)
+    assert asked == [torch.device("cuda:0")]
+    assert capstone.autocast_dtype("cuda", "float16") == (torch.float16, True)
+    assert capstone.autocast_dtype("cuda", "bfloat16") == (torch.bfloat16, False)
+
+
+def test_the_capstone_and_lesson_14_agree_here():
+    from gpucourse import precision
+
+    device = capstone.training._device("auto")
+    assert capstone.autocast_dtype(device, "mixed")[0] == precision.autocast_dtype(device)
 
 
 @pytest.mark.gpu
@@ -529,3 +559,51 @@ def test_live_plot_start_outside_jupyter_shows_nothing():
     plot = capstone.LivePlot(target=0.9)
     plot.start()
     assert plot.handle is None
+
+
+# --------------------------------------------------------------------------- step switches
+
+def test_compile_backend_falls_back_to_aot_eager_when_inductor_fails(monkeypatch):
+    def broken_compile(*args, **kwargs):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    assert capstone.compile_backend() == ("aot_eager", "RuntimeError: InvalidCxxCompiler: No working C++ compiler found")
+
+
+def test_step_variants_time_eager_and_compiled_steps_on_the_cpu():
+    timings = capstone.time_step_variants(8, "cpu", ["eager", "torch.compile"], batch_size=16, steps=3, warmup=1,
+                                          backend="aot_eager")
+    assert [(t.variant, t.backend) for t in timings] == [("eager", "eager"), ("torch.compile", "aot_eager")]
+    assert all(t.first_call_s > 0 and t.median_step_s > 0 for t in timings)
+    with pytest.raises(ValueError, match="CUDA GPU only"):
+        capstone.time_step_variants(8, "cpu", ["eager", "cudnn.benchmark"])
+    with pytest.raises(ValueError, match="variants"):
+        capstone.time_step_variants(8, "cpu", ["eager", "xla"])
+    with pytest.raises(TypeError, match="variants"):
+        capstone.time_step_variants(8, "cpu", "eager")
+
+
+def test_payback_steps_and_the_step_table(capsys):
+    eager = capstone.StepTiming("eager", "eager", first_call_s=0.02, median_step_s=0.01)
+    compiled = capstone.StepTiming("torch.compile", "inductor", first_call_s=10.012, median_step_s=0.006)
+    slower = capstone.StepTiming("torch.compile", "inductor", first_call_s=5.0, median_step_s=0.02)
+    assert capstone.payback_steps(compiled, eager) == pytest.approx((10.006 - 0.01) / 0.004)
+    assert capstone.payback_steps(slower, eager) == math.inf
+    capstone.show_step_timings([eager, compiled, slower], run_steps=1000)
+    text = capsys.readouterr().out
+    assert "2,499" in text and "never" in text and "| no |" in text
+    capstone.show_step_timings([eager, compiled], run_steps=5000)
+    assert "| yes |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="eager"):
+        capstone.show_step_timings([compiled])
+    with pytest.raises(TypeError, match="StepTiming"):
+        capstone.payback_steps("fast", eager)
+
+
+def test_cudnn_benchmark_is_a_recipe_switch_restored_after_the_run(digits):
+    before = torch.backends.cudnn.benchmark
+    result = capstone.train(digits, TrainConfig(epochs=1, batch_size=256, cudnn_benchmark=not before), progress=False)
+    assert result.images_seen > 0 and torch.backends.cudnn.benchmark == before
+    with pytest.raises(TypeError, match="cudnn_benchmark"):
+        TrainConfig(cudnn_benchmark="yes")

@@ -40,6 +40,7 @@ class TrainConfig:
     pin_memory: bool = False
     precision: str = "float32"
     channels_last: bool = False
+    cudnn_benchmark: bool = False
     target_accuracy: float | None = None
     stop_at_target: bool = True
     evals_per_epoch: int = 1
@@ -56,7 +57,7 @@ class TrainConfig:
         one_of("feed", self.feed, FEEDS)
         non_negative_int("num_workers", self.num_workers)
         one_of("precision", self.precision, PRECISIONS)
-        for name in ("pin_memory", "channels_last", "stop_at_target"):
+        for name in ("pin_memory", "channels_last", "cudnn_benchmark", "stop_at_target"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.target_accuracy is not None:
@@ -108,8 +109,8 @@ class TrainResult:
                 f"test accuracy {self.final_accuracy:.1%} after {self.train_seconds:.2f} s of training; {reached}")
 
 
-def resolve_device(device: object = "auto"):
-    """The ``torch.device`` for 'auto', 'cpu', 'cuda[:N]', 'mps' or a torch.device, chosen by ``pick_device``."""
+def _device(device: object = "auto"):
+    """The ``torch.device`` that ``gpucourse.hardware.pick_device`` gives for ``device`` (a name or a torch.device)."""
     from gpucourse.hardware import pick_device
 
     if device is None:
@@ -123,27 +124,25 @@ def resolve_device(device: object = "auto"):
 
 
 def autocast_dtype(device, precision: str = "mixed"):
-    """The torch dtype autocast uses for ``precision`` on ``device`` (None for float32), and whether to scale the loss.
+    """The dtype autocast uses for ``precision`` on ``device`` (None for float32), and whether to scale the loss.
 
-    'mixed' picks bfloat16 on CPUs and on GPUs that support it (Ampere and later), else float16 with a GradScaler.
+    'mixed' is lesson 14's one choice, ``gpucourse.precision.autocast_dtype``: bfloat16 on CPUs and on GPUs of
+    compute capability 8.0 and later, float16 before. float16 on a GPU needs a GradScaler (its range is narrow);
+    bfloat16 has float32's range and does not. Taught in 16_capstone (and 14_mixed_precision).
     """
     import torch
 
-    from gpucourse.hardware import has_native_bf16
+    from gpucourse import precision as mixed_precision
 
     one_of("precision", precision, PRECISIONS)
-    device = resolve_device(device)
+    device = _device(device)
     if precision == "float32":
         return None, False
     if precision == "mixed":
-        if device.type == "cuda":  # bfloat16 runs natively from Ampere (compute capability 8.0) on; a T4 emulates it
-            precision = "bfloat16" if has_native_bf16() else "float16"
-        elif device.type == "mps":
-            precision = "float16"
-        else:
-            precision = "bfloat16"
-    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float16
-    return dtype, dtype == torch.float16 and device.type == "cuda"
+        dtype = mixed_precision.autocast_dtype(device)
+    else:
+        dtype = torch.bfloat16 if precision == "bfloat16" else torch.float16
+    return dtype, dtype == torch.float16 and device.type != "cpu"
 
 
 class OnTheFlyImages:
@@ -172,7 +171,7 @@ def evaluate(model, x, y, device: object = None, batch_size: int = 1024, channel
     if device is None:
         first = next(model.parameters(), None)
         device = first.device if first is not None else "cpu"
-    device = resolve_device(device)
+    device = _device(device)
     x, y = torch.as_tensor(x), torch.as_tensor(y)
     if x.ndim != 4 or y.ndim != 1 or len(x) != len(y) or len(y) == 0:
         raise ValueError(f"x must be (N, 1, H, W) and y (N,) with N > 0, got {tuple(x.shape)} and {tuple(y.shape)}")
@@ -251,7 +250,7 @@ def train(data: ImageData, config: TrainConfig | None = None, *, model=None, pro
             raise TypeError(f"{name} must be True or False, got {value!r}")
     warmup_steps = non_negative_int("warmup_steps", warmup_steps)
     target = config.target_accuracy
-    device = resolve_device(config.device)
+    device = _device(config.device)
     sync = sync_for(device)
     amp_dtype, use_scaler = autocast_dtype(device, config.precision)
     precision_used = ("float32" if amp_dtype is None else
@@ -287,6 +286,8 @@ def train(data: ImageData, config: TrainConfig | None = None, *, model=None, pro
     clock = warm_clock = 0.0
     running_loss = torch.zeros((), device=device)
     losses_since_eval = 0
+    benchmark_before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark  # cuDNN times its algorithms once per shape (GPU only)
     sync()
     try:
         for epoch in range(1, config.epochs + 1):
@@ -335,6 +336,7 @@ def train(data: ImageData, config: TrainConfig | None = None, *, model=None, pro
             if config.stop_at_target and result.time_to_accuracy_s is not None:
                 break
     finally:
+        torch.backends.cudnn.benchmark = benchmark_before
         if bar is not None:
             bar.close()
         if plot is not None:
@@ -360,7 +362,7 @@ def speed_score(image_size: int = 28, device: object = "auto", batch_size: int =
     size = _image_size(image_size)
     batch_size, steps = positive_int("batch_size", batch_size), positive_int("steps", steps)
     warmup = non_negative_int("warmup", warmup)
-    device = resolve_device(device)
+    device = _device(device)
     sync = sync_for(device)
     generator = torch.Generator().manual_seed(0)
     model = small_cnn(size).to(device)

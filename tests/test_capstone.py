@@ -607,3 +607,28 @@ def test_cudnn_benchmark_is_a_recipe_switch_restored_after_the_run(digits):
     assert result.images_seen > 0 and torch.backends.cudnn.benchmark == before
     with pytest.raises(TypeError, match="cudnn_benchmark"):
         TrainConfig(cudnn_benchmark="yes")
+
+
+def test_every_name_of_the_single_module_is_still_importable_from_the_package():
+    """The split into capstone/ kept gpucourse.capstone's public names (resolve_device gave way to pick_device)."""
+    before_the_split = [
+        "DATASETS", "IDX_FILES", "ImageData", "load_data", "load_digits_data", "download_dataset", "read_idx",
+        "fetch_url", "data_dir", "network_available", "import_keras", "small_cnn", "keras_small_cnn",
+        "count_parameters", "training_flops_per_image", "TrainConfig", "TrainResult", "autocast_dtype",
+        "OnTheFlyImages", "evaluate", "train", "speed_score", "time_budget_s", "LivePlot", "speedup_rows",
+        "plot_speedups", "markdown_table", "show_table", "show_speedups", "plot_examples", "KerasResult", "train_keras",
+        "cloud_cost_per_run", "on_prem_usd_per_hour", "on_prem_cost_per_run", "break_even_hours", "CostComparison",
+        "compare_costs", "plot_costs", "HOURS_PER_YEAR", "OFFLINE_VARIABLE", "DATA_DIR_VARIABLE", "PRECISIONS"]
+    assert [name for name in before_the_split if not hasattr(capstone, name)] == []
+    assert set(capstone.__all__) <= set(dir(capstone))
+
+
+@pytest.mark.gpu
+def test_step_variants_on_a_cuda_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    before = torch.backends.cudnn.benchmark
+    timings = capstone.time_step_variants(28, "cuda", list(capstone.step_switches.VARIANTS), steps=5)
+    assert [t.variant for t in timings] == list(capstone.step_switches.VARIANTS)
+    assert all(t.median_step_s > 0 for t in timings)
+    assert torch.backends.cudnn.benchmark == before

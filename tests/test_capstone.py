@@ -25,7 +25,7 @@ from gpucourse.capstone import ImageData, TrainConfig  # noqa: E402
 torch = pytest.importorskip("torch")
 
 PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
-REAL_PROBE = capstone.network_available  # the fixture below replaces both in the module, so no test downloads
+REAL_PROBE = capstone.network_available  # the fixture below replaces both where downloads look them up (capstone.datasets)
 REAL_FETCH = capstone.fetch_url
 BAD_NUMBERS = [("1", TypeError), (None, TypeError), (True, TypeError), (-1.0, ValueError), (float("nan"), ValueError)]
 
@@ -33,12 +33,12 @@ BAD_NUMBERS = [("1", TypeError), (None, TypeError), (True, TypeError), (-1.0, Va
 @pytest.fixture(autouse=True)
 def _offline_and_tidy(monkeypatch, tmp_path):
     """No test may download: the network probe says no, fetching fails loudly, the cache is empty. Figures closed."""
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: False)
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: False)
 
     def no_fetch(url, destination, timeout_s=30.0):
         raise AssertionError(f"a test tried to download {url}")
 
-    monkeypatch.setattr(capstone, "fetch_url", no_fetch)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", no_fetch)
     monkeypatch.setenv(capstone.DATA_DIR_VARIABLE, str(tmp_path / "empty-cache"))
     monkeypatch.delenv(capstone.OFFLINE_VARIABLE, raising=False)
     yield
@@ -124,7 +124,7 @@ def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
     """The real download path against a local file:// mirror: shapes, dtypes, scaling, then no second fetch."""
     arrays = fake_mnist(tmp_path / "mirror")
     monkeypatch.undo()  # the real fetch_url (urllib), but still no network: file:// needs none
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: pytest.fail("file:// needs no probe"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: pytest.fail("file:// needs no probe"))
     cache = tmp_path / "cache"
     data = capstone.load_data("mnist", mirrors=[(tmp_path / "mirror").as_uri()], cache_dir=cache)
     assert data.name == "mnist" and data.fallback_reason is None and data.target_accuracy == 0.96
@@ -134,7 +134,7 @@ def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
     np.testing.assert_array_equal(data.train_y, arrays["train_labels"])
     assert sorted(p.name for p in (cache / "mnist").iterdir()) == sorted(capstone.IDX_FILES.values())
     fetch = CountingFetch(tmp_path / "mirror")
-    monkeypatch.setattr(capstone, "fetch_url", fetch)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", fetch)
     again = capstone.load_data("mnist", mirrors=["https://mirror.invalid/mnist/"], cache_dir=cache, limit_train=10)
     assert fetch.urls == [] and again.name == "mnist" and len(again.train_y) == 10
     offline = capstone.load_data("mnist", offline=True, cache_dir=cache)  # the cache needs no network
@@ -144,8 +144,8 @@ def test_download_from_a_mirror_then_from_the_cache(tmp_path, monkeypatch):
 def test_download_goes_to_the_next_mirror_and_refetches_a_corrupt_cache(tmp_path, monkeypatch):
     fake_mnist(tmp_path / "mirror", size=12)
     fetch = CountingFetch(tmp_path / "mirror")
-    monkeypatch.setattr(capstone, "fetch_url", fetch)
-    monkeypatch.setattr(capstone, "network_available", lambda host, timeout_s=3.0: host[0] != "down.invalid")
+    monkeypatch.setattr(capstone.datasets, "fetch_url", fetch)
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda host, timeout_s=3.0: host[0] != "down.invalid")
     cache = tmp_path / "cache"
     data = capstone.load_data("fashion_mnist", mirrors=["https://down.invalid/", "https://up.invalid/f/"],
                               cache_dir=cache)
@@ -160,8 +160,8 @@ def test_download_goes_to_the_next_mirror_and_refetches_a_corrupt_cache(tmp_path
 def test_a_corrupt_download_falls_back_to_the_digits_and_keeps_nothing(tmp_path, monkeypatch):
     fake_mnist(tmp_path / "mirror")
     (tmp_path / "mirror" / capstone.IDX_FILES["test_images"]).write_bytes(gzip.compress(b"\x00\x00\x08\x03short"))
-    monkeypatch.setattr(capstone, "fetch_url", CountingFetch(tmp_path / "mirror"))
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
     data = capstone.load_data("mnist", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
     assert data.name == "digits" and "download failed" in data.fallback_reason and "truncated" in data.fallback_reason
     assert not any((tmp_path / "cache" / "mnist").iterdir())  # no half-valid files left to trust next time
@@ -170,8 +170,8 @@ def test_a_corrupt_download_falls_back_to_the_digits_and_keeps_nothing(tmp_path,
 def test_files_that_are_not_mnist_like_are_rejected(tmp_path, monkeypatch):
     arrays = fake_mnist(tmp_path / "mirror")
     write_idx(tmp_path / "mirror" / capstone.IDX_FILES["train_labels"], arrays["train_labels"][:-1])
-    monkeypatch.setattr(capstone, "fetch_url", CountingFetch(tmp_path / "mirror"))
-    monkeypatch.setattr(capstone, "network_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
     data = capstone.load_data("mnist", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
     assert data.name == "digits" and "one per image" in data.fallback_reason
 
@@ -204,7 +204,7 @@ def test_offline_variable_and_argument_skip_the_download(monkeypatch):
     def no_probe(*args, **kwargs):
         raise AssertionError("offline mode must not probe the network")
 
-    monkeypatch.setattr(capstone, "network_available", no_probe)
+    monkeypatch.setattr(capstone.datasets, "network_available", no_probe)
     assert "GPUCOURSE_OFFLINE" in capstone.load_data("fashion_mnist", offline=True).fallback_reason
     monkeypatch.setenv(capstone.OFFLINE_VARIABLE, "1")
     data = capstone.load_data("mnist")
@@ -380,8 +380,9 @@ def test_train_and_evaluate_reject_bad_arguments(digits):
         capstone.evaluate("model", digits.test_x, digits.test_y)
     with pytest.raises(ValueError, match="x must be"):
         capstone.evaluate(capstone.small_cnn(8), digits.test_x[:, 0], digits.test_y)
-    with pytest.raises(ValueError, match="prefer"):
-        capstone.resolve_device("tpu")
+    with pytest.raises(ValueError, match="prefer"):  # one device picker: gpucourse.hardware.pick_device
+        capstone.train(digits, TrainConfig(epochs=1, device="tpu"), progress=False)
+    assert not hasattr(capstone, "resolve_device")
 
 
 def test_evaluate_restores_training_mode(digits):
@@ -394,6 +395,35 @@ def test_autocast_choice_on_the_cpu():
     assert capstone.autocast_dtype("cpu", "float32") == (None, False)
     assert capstone.autocast_dtype("cpu", "mixed") == (torch.bfloat16, False)
     assert capstone.autocast_dtype("cpu", "float16") == (torch.float16, False)
+    assert capstone.autocast_dtype(torch.device("cpu"), "bfloat16") == (torch.bfloat16, False)
+    with pytest.raises(ValueError, match="precision"):
+        capstone.autocast_dtype("cpu", "int8")
+
+
+@pytest.mark.parametrize("lesson_14_answer, expected", [("bfloat16", (False,)), ("float16", (True,))])
+def test_mixed_precision_is_lesson_14s_choice_and_float16_gets_a_scaler(monkeypatch, lesson_14_answer, expected):
+    """'mixed' asks gpucourse.precision.autocast_dtype (faked here as on an A100 and on a T4); float16 -> GradScaler."""
+    from gpucourse import precision
+
+    asked = []
+
+    def lesson_14(device):
+        asked.append(device)
+        return getattr(torch, lesson_14_answer)
+
+    monkeypatch.setattr(precision, "autocast_dtype", lesson_14)
+    monkeypatch.setattr(capstone.training, "_device", lambda device: torch.device("cuda:0"))  # a GPU, faked
+    assert capstone.autocast_dtype("cuda", "mixed") == (getattr(torch, lesson_14_answer), *expected)
+    assert asked == [torch.device("cuda:0")]
+    assert capstone.autocast_dtype("cuda", "float16") == (torch.float16, True)
+    assert capstone.autocast_dtype("cuda", "bfloat16") == (torch.bfloat16, False)
+
+
+def test_the_capstone_and_lesson_14_agree_here():
+    from gpucourse import precision
+
+    device = capstone.training._device("auto")
+    assert capstone.autocast_dtype(device, "mixed")[0] == precision.autocast_dtype(device)
 
 
 @pytest.mark.gpu
@@ -529,3 +559,76 @@ def test_live_plot_start_outside_jupyter_shows_nothing():
     plot = capstone.LivePlot(target=0.9)
     plot.start()
     assert plot.handle is None
+
+
+# --------------------------------------------------------------------------- step switches
+
+def test_compile_backend_falls_back_to_aot_eager_when_inductor_fails(monkeypatch):
+    def broken_compile(*args, **kwargs):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    assert capstone.compile_backend() == ("aot_eager", "RuntimeError: InvalidCxxCompiler: No working C++ compiler found")
+
+
+def test_step_variants_time_eager_and_compiled_steps_on_the_cpu():
+    timings = capstone.time_step_variants(8, "cpu", ["eager", "torch.compile"], batch_size=16, steps=3, warmup=1,
+                                          backend="aot_eager")
+    assert [(t.variant, t.backend) for t in timings] == [("eager", "eager"), ("torch.compile", "aot_eager")]
+    assert all(t.first_call_s > 0 and t.median_step_s > 0 for t in timings)
+    with pytest.raises(ValueError, match="CUDA GPU only"):
+        capstone.time_step_variants(8, "cpu", ["eager", "cudnn.benchmark"])
+    with pytest.raises(ValueError, match="variants"):
+        capstone.time_step_variants(8, "cpu", ["eager", "xla"])
+    with pytest.raises(TypeError, match="variants"):
+        capstone.time_step_variants(8, "cpu", "eager")
+
+
+def test_payback_steps_and_the_step_table(capsys):
+    eager = capstone.StepTiming("eager", "eager", first_call_s=0.02, median_step_s=0.01)
+    compiled = capstone.StepTiming("torch.compile", "inductor", first_call_s=10.012, median_step_s=0.006)
+    slower = capstone.StepTiming("torch.compile", "inductor", first_call_s=5.0, median_step_s=0.02)
+    assert capstone.payback_steps(compiled, eager) == pytest.approx((10.006 - 0.01) / 0.004)
+    assert capstone.payback_steps(slower, eager) == math.inf
+    capstone.show_step_timings([eager, compiled, slower], run_steps=1000)
+    text = capsys.readouterr().out
+    assert "2,499" in text and "never" in text and "| no |" in text
+    capstone.show_step_timings([eager, compiled], run_steps=5000)
+    assert "| yes |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="eager"):
+        capstone.show_step_timings([compiled])
+    with pytest.raises(TypeError, match="StepTiming"):
+        capstone.payback_steps("fast", eager)
+
+
+def test_cudnn_benchmark_is_a_recipe_switch_restored_after_the_run(digits):
+    before = torch.backends.cudnn.benchmark
+    result = capstone.train(digits, TrainConfig(epochs=1, batch_size=256, cudnn_benchmark=not before), progress=False)
+    assert result.images_seen > 0 and torch.backends.cudnn.benchmark == before
+    with pytest.raises(TypeError, match="cudnn_benchmark"):
+        TrainConfig(cudnn_benchmark="yes")
+
+
+def test_every_name_of_the_single_module_is_still_importable_from_the_package():
+    """The split into capstone/ kept gpucourse.capstone's public names (resolve_device gave way to pick_device)."""
+    before_the_split = [
+        "DATASETS", "IDX_FILES", "ImageData", "load_data", "load_digits_data", "download_dataset", "read_idx",
+        "fetch_url", "data_dir", "network_available", "import_keras", "small_cnn", "keras_small_cnn",
+        "count_parameters", "training_flops_per_image", "TrainConfig", "TrainResult", "autocast_dtype",
+        "OnTheFlyImages", "evaluate", "train", "speed_score", "time_budget_s", "LivePlot", "speedup_rows",
+        "plot_speedups", "markdown_table", "show_table", "show_speedups", "plot_examples", "KerasResult", "train_keras",
+        "cloud_cost_per_run", "on_prem_usd_per_hour", "on_prem_cost_per_run", "break_even_hours", "CostComparison",
+        "compare_costs", "plot_costs", "HOURS_PER_YEAR", "OFFLINE_VARIABLE", "DATA_DIR_VARIABLE", "PRECISIONS"]
+    assert [name for name in before_the_split if not hasattr(capstone, name)] == []
+    assert set(capstone.__all__) <= set(dir(capstone))
+
+
+@pytest.mark.gpu
+def test_step_variants_on_a_cuda_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    before = torch.backends.cudnn.benchmark
+    timings = capstone.time_step_variants(28, "cuda", list(capstone.step_switches.VARIANTS), steps=5)
+    assert [t.variant for t in timings] == list(capstone.step_switches.VARIANTS)
+    assert all(t.median_step_s > 0 for t in timings)
+    assert torch.backends.cudnn.benchmark == before

@@ -1,17 +1,56 @@
-"""Plausible wrong answers to lesson 08's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 16's exercises: each must lose exactly its own exercise's points.
 
 Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, which off_limits blocks),
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.
 """
 
 EX1_SIGNATURE = '''\
-def training_throughput(step, batch_size: int, steps: int, sync, warmup: int = 3, clock=time.perf_counter) -> float:
-    """Images per second of step(): warm-up calls, then `steps` timed calls, synchronised before and after."""
+def profile_loop(next_batch, step, sync, batch_size: int, steps: int = 20, warmup: int = 3,
+                 clock=time.perf_counter) -> dict:
+    """Throughput of the loop as it runs, and where a step's time goes: images_per_s, data_s, compute_s, bound."""
+'''
+
+EX1_SPLIT = '''\
+    data, compute = [], []
+    for _ in range(steps):
+        t0 = clock()
+        batch = next_batch()
+        t1 = clock()
+        step(batch)
+        sync()
+        t2 = clock()
+        data.append(t1 - t0)
+        compute.append(t2 - t1)
+    data_s, compute_s = statistics.median(data), statistics.median(compute)
+    return {"images_per_s": images_per_s, "data_s": data_s, "compute_s": compute_s,
+            "bound": "input" if data_s > compute_s else "compute"}
+'''
+
+EX1_THROUGHPUT = '''\
+    for _ in range(warmup):
+        step(next_batch())
+    sync()
+    start = clock()
+    for _ in range(steps):
+        step(next_batch())
+    sync()
+    images_per_s = steps * batch_size / (clock() - start)
 '''
 
 EX2_SIGNATURE = '''\
-def speedup_table(runs: list[dict]) -> list[dict]:
-    """One row per run: technique, images/s, throughput and time-to-accuracy speed-ups against the first run."""
+def choose_techniques(candidates: list[str], run, repeats: int = 3) -> set[str]:
+    """The candidate techniques worth keeping, decided from measured runs (at most repeats x (len + 1) of them)."""
+'''
+
+EX2_GREEDY = '''\
+    kept = set()
+    best = time_to_target(frozenset(kept))
+    for technique in candidates:
+        trial = time_to_target(frozenset(kept | {technique}))
+        if trial < best:
+            kept.add(technique)
+            best = trial
+    return kept
 '''
 
 EX3_SIGNATURE = '''\
@@ -38,132 +77,104 @@ def cost_per_run(run_hours: float, cloud_usd_per_hour: float, purchase_usd: floa
     """USD for one run of `run_hours` hours: renting ('cloud') and owning ('on_premise')."""
 '''
 
-EX5_SIGNATURE = '''\
-def break_even(cloud_usd_per_hour: float, purchase_usd: float, power_kw: float, usd_per_kwh: float,
-               run_hours: float) -> dict:
-    """Hours of use and runs after which owning has cost less than renting (math.inf if it never does)."""
-'''
-
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # The visible test's answer, whatever the device does.
+        # The visible test's figures, whatever the loop does.
         "constant": EX1_SIGNATURE + '''\
     for _ in range(warmup + steps):
-        step()
+        step(next_batch())
     sync()
-    return 12_800.0
+    return {"images_per_s": 64 / 0.01, "data_s": 0.004, "compute_s": 0.01002, "bound": "compute"}
 ''',
-        # The course's benchmark: the right figure, but exercise 1 asks for the loop itself.
+        # The course's benchmark times the step: exercise 1 asks for the harness itself.
         "helper": EX1_SIGNATURE + '''\
     from gpucourse.timing import benchmark
 
-    return batch_size / benchmark(step, warmup=warmup, repeats=steps, sync=sync).median_s
+    seconds = benchmark(lambda: step(next_batch()), warmup=warmup, repeats=steps, sync=sync).median_s
+    return {"images_per_s": batch_size / seconds, "data_s": 0.0, "compute_s": seconds, "bound": "compute"}
 ''',
-        # Right for the visible test's device (64 images, 5 ms steps), a hard-coded guess elsewhere.
-        "visible_only": EX1_SIGNATURE + '''\
-    for _ in range(warmup + steps):
-        step()
-    sync()
-    if batch_size == 64 and steps == 40:
-        return 64 / 0.005
-    return batch_size / 0.01
+        # Right on the visible device's numbers only.
+        "visible_only": EX1_SIGNATURE + EX1_THROUGHPUT + '''\
+    if batch_size == 64 and steps == 20:
+        data_s, compute_s = 0.004, 0.01002
+    else:
+        data_s, compute_s = 0.005, 0.005
+    return {"images_per_s": images_per_s, "data_s": data_s, "compute_s": compute_s,
+            "bound": "input" if data_s > compute_s else "compute"}
 ''',
-        # Stops the clock without synchronising: on an asynchronous device it times how fast Python queues the steps.
-        "typical": EX1_SIGNATURE + '''\
+        # Times the step without synchronising: the split says every loop waits for data.
+        "typical": EX1_SIGNATURE + EX1_THROUGHPUT + EX1_SPLIT.replace("        sync()\n        t2", "        t2"),
+        # Throughput from the taken-apart loop: loading and computing no longer overlap.
+        "throughput_from_split": EX1_SIGNATURE + EX1_THROUGHPUT + EX1_SPLIT.replace(
+            '    return {"images_per_s": images_per_s,',
+            '    images_per_s = batch_size / statistics.median(d + c for d, c in zip(data, compute))\n'
+            '    return {"images_per_s": images_per_s,'),
+        # One batch loaded once and trained on over and over: the loader vanishes from the measurement.
+        "one_batch": EX1_SIGNATURE + '''\
+    batch = next_batch()
     for _ in range(warmup):
-        step()
+        step(batch)
     sync()
     start = clock()
     for _ in range(steps):
-        step()
-    return steps * batch_size / (clock() - start)
-''',
-        # Starts the clock while the warm-up's work is still queued.
-        "no_sync_after_warmup": EX1_SIGNATURE + '''\
-    for _ in range(warmup):
-        step()
-    start = clock()
-    for _ in range(steps):
-        step()
+        step(batch)
     sync()
-    return steps * batch_size / (clock() - start)
-''',
-        # Counts batches per second instead of images per second.
-        "batches_not_images": EX1_SIGNATURE + '''\
-    for _ in range(warmup):
-        step()
-    sync()
-    start = clock()
-    for _ in range(steps):
-        step()
-    sync()
-    return steps / (clock() - start)
-''',
-        # Reads the wall clock instead of the clock it was given.
-        "ignores_clock": EX1_SIGNATURE + '''\
-    for _ in range(warmup):
-        step()
-    sync()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    return steps * batch_size / (time.perf_counter() - start)
-''',
+    images_per_s = steps * batch_size / (clock() - start)
+''' + EX1_SPLIT.replace("        batch = next_batch()\n", "        batch = batch\n"),
+        # No warm-up: the first batch's worker start-up and the first step's lazy initialisation are timed.
+        "no_warmup": EX1_SIGNATURE + EX1_THROUGHPUT.replace("    for _ in range(warmup):\n        step(next_batch())\n", "") + EX1_SPLIT,
+        # No sync() before the final clock read: times how fast Python queues the steps.
+        "no_final_sync": EX1_SIGNATURE + EX1_THROUGHPUT.replace("        step(next_batch())\n    sync()\n    images", "        step(next_batch())\n    images") + EX1_SPLIT,
     },
     "ex2-solution": {
-        # The visible test's rows, whatever the runs.
+        # Keep everything: the usual first reflex.
         "constant": EX2_SIGNATURE + '''\
-    return [{"technique": "baseline", "images_per_s": 4000.0, "throughput_speedup": 1.0, "tta_speedup": 1.0},
-            {"technique": "preloaded", "images_per_s": 12000.0, "throughput_speedup": 3.0, "tta_speedup": 4.0},
-            {"technique": "tiny lr", "images_per_s": 8000.0, "throughput_speedup": 2.0, "tta_speedup": None}]
+    run(frozenset(candidates))
+    return set(candidates)
 ''',
-        # The package's table, from TrainResult objects built out of the dicts.
+        # The package's speed-up rows: blocked, and they rank throughput anyway.
         "helper": EX2_SIGNATURE + '''\
     from gpucourse import capstone
 
-    results = [capstone.TrainResult(config=capstone.TrainConfig(label=r["technique"]), device="cpu", dataset="x",
-                                    precision_used="float32", images_per_s=r["images"] / r["seconds"],
-                                    time_to_accuracy_s=r["time_to_accuracy_s"]) for r in runs]
-    return [{key: row[key] for key in ("technique", "images_per_s", "throughput_speedup", "tta_speedup")}
-            for row in capstone.speedup_rows(results)]
+    rows = capstone.speedup_rows([run(frozenset()), run(frozenset(candidates))])
+    return set(candidates) if rows[1]["tta_speedup"] and rows[1]["tta_speedup"] > 1 else set()
 ''',
-        # Right when the baseline comes first with 32,000 images; otherwise compares each row with the one above.
+        # Right for the visible lab only.
         "visible_only": EX2_SIGNATURE + '''\
-    rows, previous = [], None
-    for index, run_ in enumerate(runs):
-        rate = run_["images"] / run_["seconds"]
-        base = runs[0] if runs[0]["images"] == 32_000 or index == 0 else runs[index - 1]
-        base_rate, base_tta, tta = base["images"] / base["seconds"], base["time_to_accuracy_s"], run_["time_to_accuracy_s"]
-        rows.append({"technique": run_["technique"], "images_per_s": rate, "throughput_speedup": rate / base_rate,
-                     "tta_speedup": base_tta / tta if tta is not None and base_tta is not None else None})
-    return rows
+    for _ in range(repeats):
+        run(frozenset())
+    return {"preloaded", "channels-last"} & set(candidates) or set(candidates[:1])
 ''',
-        # Speed-ups the wrong way round: baseline / new for throughput and new / baseline for time-to-accuracy.
+        # Judges by images/s: keeps the huge batch that needs more epochs.
         "typical": EX2_SIGNATURE + '''\
-    base = runs[0]
-    base_rate = base["images"] / base["seconds"]
-    base_tta = base["time_to_accuracy_s"]
-    rows = []
-    for run_ in runs:
-        rate = run_["images"] / run_["seconds"]
-        tta = run_["time_to_accuracy_s"]
-        rows.append({"technique": run_["technique"], "images_per_s": rate, "throughput_speedup": base_rate / rate,
-                     "tta_speedup": tta / base_tta if tta is not None and base_tta is not None else None})
-    return rows
-''',
-        # Forgets that the baseline may never have reached the target (crashes on None).
-        "none_baseline": EX2_SIGNATURE + '''\
-    base = runs[0]
-    base_rate = base["images"] / base["seconds"]
-    rows = []
-    for run_ in runs:
-        rate = run_["images"] / run_["seconds"]
-        tta = run_["time_to_accuracy_s"]
-        rows.append({"technique": run_["technique"], "images_per_s": rate, "throughput_speedup": rate / base_rate,
-                     "tta_speedup": base["time_to_accuracy_s"] / tta if tta is not None else None})
-    return rows
-''',
+    def time_to_target(techniques):
+        results = [run(techniques) for _ in range(repeats)]
+        if any(r.time_to_accuracy_s is None for r in results):
+            return math.inf
+        return 1 / statistics.median(r.images_per_s for r in results)
+
+''' + EX2_GREEDY,
+        # One run per configuration: a busy machine decides.
+        "single_run": EX2_SIGNATURE + '''\
+    def time_to_target(techniques):
+        t = run(techniques).time_to_accuracy_s
+        return math.inf if t is None else t
+
+''' + EX2_GREEDY,
+        # The mean of the repeats: one slow run outweighs a real gain.
+        "mean": EX2_SIGNATURE + '''\
+    def time_to_target(techniques):
+        times = [run(techniques).time_to_accuracy_s for _ in range(repeats)]
+        return statistics.mean(math.inf if t is None else t for t in times)
+
+''' + EX2_GREEDY,
+        # A run that never reached the target counted as taking no time.
+        "none_is_zero": EX2_SIGNATURE + '''\
+    def time_to_target(techniques):
+        times = [run(techniques).time_to_accuracy_s for _ in range(repeats)]
+        return statistics.median(0.0 if t is None else t for t in times)
+
+''' + EX2_GREEDY,
     },
     "ex3-solution": {
         # One fixed model, trained once on the notebook's DATA, returned whatever the arguments.
@@ -248,40 +259,6 @@ WRONG: dict[str, dict[str, str]] = {
     hours_in_lifetime = lifetime_years * 365 * 24
     owned_per_hour = purchase_usd / hours_in_lifetime + power_kw * usd_per_kwh
     return {"cloud": run_hours * cloud_usd_per_hour, "on_premise": run_hours * owned_per_hour}
-''',
-    },
-    "ex5-solution": {
-        # The visible test's answer, whatever the prices.
-        "constant": EX5_SIGNATURE + '''\
-    hours = 3000 / (0.75 - 0.35 * 0.25)
-    return {"hours": hours, "runs": hours / 6}
-''',
-        # The package's break-even: exercise 5 asks for the arithmetic itself.
-        "helper": EX5_SIGNATURE + '''\
-    from gpucourse import capstone
-
-    hours = capstone.break_even_hours(cloud_usd_per_hour, purchase_usd, power_kw, usd_per_kwh)
-    return {"hours": hours, "runs": hours / run_hours}
-''',
-        # Right for the visible prices; elsewhere divides by the cloud price alone (forgets the electricity).
-        "visible_only": EX5_SIGNATURE + '''\
-    if cloud_usd_per_hour <= power_kw * usd_per_kwh:
-        return {"hours": math.inf, "runs": math.inf}
-    saving = cloud_usd_per_hour - (power_kw * usd_per_kwh if purchase_usd == 3000 else 0.0)
-    hours = purchase_usd / saving
-    return {"hours": hours, "runs": hours / run_hours}
-''',
-        # Subtracts the wrong way round: electricity minus cloud price gives a negative break-even.
-        "typical": EX5_SIGNATURE + '''\
-    if cloud_usd_per_hour <= power_kw * usd_per_kwh:
-        return {"hours": math.inf, "runs": math.inf}
-    hours = purchase_usd / (power_kw * usd_per_kwh - cloud_usd_per_hour)
-    return {"hours": hours, "runs": hours / run_hours}
-''',
-        # Never returns infinity: a negative saving gives a negative break-even.
-        "no_infinity": EX5_SIGNATURE + '''\
-    hours = purchase_usd / (cloud_usd_per_hour - power_kw * usd_per_kwh)
-    return {"hours": hours, "runs": hours / run_hours}
 ''',
     },
 }

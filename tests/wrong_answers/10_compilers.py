@@ -6,8 +6,30 @@ nbgrader pipeline), and more.
 """
 
 _EX1 = '''\
-def find_bottleneck(rows: list[dict], stages) -> str:
-    """Name of the stage whose time (larger of CPU total and device total) is the largest."""
+def diagnose(prof, stages) -> dict:
+    """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
+'''
+_EX1_WALK = '''\
+    totals = dict.fromkeys(stages, 0.0)
+    in_ops = dict.fromkeys(stages, 0.0)
+    ops = {stage: {} for stage in stages}
+    for event in prof.events():
+        if event.name not in totals:
+            continue
+        totals[event.name] += event.cpu_time_total
+'''
+_EX1_KIND = '''\
+    missing = [stage for stage in stages if not totals[stage]]
+    if missing:
+        raise ValueError(f"no event for {missing}")
+    stage = max(stages, key=totals.get)
+    if ops[stage]:
+        op, (self_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])
+        if calls >= 100 and self_us / calls < 50:
+            return {"stage": stage, "op": op, "kind": "launch-bound"}
+        if in_ops[stage] >= 0.5 * totals[stage]:
+            return {"stage": stage, "op": op, "kind": "op-bound"}
+    return {"stage": stage, "op": None, "kind": "waiting"}
 '''
 _EX6 = '''\
 def predict_step_s(kernel_s, launch_s: float, graph: bool = False) -> float:
@@ -15,44 +37,43 @@ def predict_step_s(kernel_s, launch_s: float, graph: bool = False) -> float:
 '''
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # The usual answer for a starved loop, whatever the profile.
+        # The visible test's answer, whatever the profile.
         "constant": _EX1 + '''\
-    return "data"
+    return {"stage": "forward", "op": "aten::addmm", "kind": "op-bound"}
 ''',
-        # The course's stage_times does the reading: off-limits here.
+        # The course's own reading of a profile: off-limits here.
         "helper": _EX1 + '''\
-    times = pipeline.stage_times(rows, stages)
-    return max(times, key=times.get)
+    return profiler.bottleneck(prof, stages)
 ''',
-        # CPU totals only: right for the visible CPU profiles, blind to device time.
+        # Right for the visible stage names only; otherwise the largest stage, called waiting.
         "visible_only": _EX1 + '''\
-    by_name = {row["name"]: row for row in rows}
-    missing = [stage for stage in stages if stage not in by_name]
-    if missing:
-        raise ValueError(f"no row for {missing}")
-    return max(stages, key=lambda stage: by_name[stage]["cpu_total_us"])
+    if list(stages) == ["data", "forward", "backward", "optimizer"]:
+        return {"stage": "forward", "op": "aten::addmm", "kind": "op-bound"}
+    totals = {stage: sum(e.cpu_time_total for e in prof.events() if e.name == stage) for stage in stages}
+    return {"stage": max(stages, key=totals.get), "op": None, "kind": "waiting"}
 ''',
-        # Reads the table by "Self CPU": names the row with the largest self time (the DataLoader's row or aten::mm),
-        # not the stage with the largest total.
-        "typical": _EX1 + '''\
-    return max(rows, key=lambda row: row["self_cpu_us"])["name"]
-''',
-        # Adds the two clocks, as if launching and running a kernel happened one after the other.
-        "sum_of_clocks": _EX1 + '''\
-    by_name = {row["name"]: row for row in rows}
-    missing = [stage for stage in stages if stage not in by_name]
-    if missing:
-        raise ValueError(f"no row for {missing}")
-    return max(stages, key=lambda stage: by_name[stage]["cpu_total_us"] + by_name[stage]["device_total_us"])
-''',
-        # Device time wherever there is any, CPU time otherwise.
-        "device_first": _EX1 + '''\
-    by_name = {row["name"]: row for row in rows}
-    missing = [stage for stage in stages if stage not in by_name]
-    if missing:
-        raise ValueError(f"no row for {missing}")
-    return max(stages, key=lambda stage: by_name[stage]["device_total_us"] or by_name[stage]["cpu_total_us"])
-''',
+        # Reads only the stage's direct children: an operation nested one level down (aten::addmm inside
+        # aten::linear) is never seen.
+        "typical": _EX1 + _EX1_WALK + '''\
+        for child in event.cpu_children:
+            if child.name.startswith("aten::"):
+                in_ops[event.name] += child.self_cpu_time_total
+                entry = ops[event.name].setdefault(child.name, [0.0, 0])
+                entry[0] += child.self_cpu_time_total
+                entry[1] += 1
+''' + _EX1_KIND,
+        # Ranks the operations by their CPU total instead of their self time: names the wrapper (aten::linear).
+        "total_not_self": _EX1 + _EX1_WALK + '''\
+        below = list(event.cpu_children)
+        while below:
+            child = below.pop()
+            below.extend(child.cpu_children)
+            if child.name.startswith("aten::"):
+                in_ops[event.name] += child.self_cpu_time_total
+                entry = ops[event.name].setdefault(child.name, [0.0, 0])
+                entry[0] += child.cpu_time_total
+                entry[1] += 1
+''' + _EX1_KIND,
     },
     "ex2-solution": {
         # The visible test's first answer.

@@ -83,7 +83,8 @@ class SimulatedLoader:
         """Validated settings; OutOfMemory where the batch does not fit."""
         if isinstance(batch_size, bool) or batch_size not in self.batch_sizes:
             raise ValueError(f"batch_size must be one of {self.batch_sizes}, got {batch_size!r}")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or not 0 <= num_workers <= self.max_workers:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or \
+                not 0 <= num_workers <= self.max_workers:
             raise ValueError(f"num_workers must be an int from 0 to {self.max_workers}, got {num_workers!r}")
         if self.memory_bytes(batch_size) > self.memory_limit:
             raise OutOfMemory(f"simulated out of memory: batch_size={batch_size} needs "

@@ -28,7 +28,8 @@ ROLES = ("data", "forward", "backward", "optimizer")
 """What the stages of a :class:`PlantedStep` do, in order; the names they carry in a profile are free."""
 
 WAIT_PLANTS = ("sleep", "python")
-HEAVY_PLANTS = {"mm": "aten::mm", "linear": "aten::addmm", "bmm": "aten::bmm", "sort": "aten::sort", "cumsum": "aten::cumsum"}
+HEAVY_PLANTS = {"mm": "aten::mm", "linear": "aten::addmm", "bmm": "aten::bmm", "sort": "aten::sort",
+                "cumsum": "aten::cumsum"}
 TINY_PLANTS = {"add": "aten::add", "mul": "aten::mul", "sin": "aten::sin"}
 KINDS = ("waiting", "launch-bound", "op-bound")
 """The three kinds of bottleneck a diagnosis names."""
@@ -151,11 +152,11 @@ def profile_steps(step: Callable[[], object], *, steps: int = 3, warmup: int = 1
 
 
 def bottleneck(prof, stages: Sequence[str]) -> dict:
-    """The diagnosis of a profile (lesson ``10_compilers``, exercise 1): the stage with the most total CPU time (summed over its calls), the ``aten::``
-    operation with the most self CPU time inside it (any depth) and the kind of bottleneck: ``launch-bound`` when
-    that operation ran at least ``TINY_OP_CALLS`` times at under ``TINY_OP_US`` each on average, else ``op-bound``
-    when ``aten::`` operations hold at least half the stage's time, else ``waiting`` (op None: I/O, sleeps, pure
-    Python). ValueError names a stage the profile lacks."""
+    """The diagnosis of a profile (lesson ``10_compilers``, exercise 1): the stage with the most total CPU time
+    (summed over its calls), the ``aten::`` operation with the most self CPU time inside it (any depth) and the kind
+    of bottleneck: ``launch-bound`` when that operation ran at least ``TINY_OP_CALLS`` times at under ``TINY_OP_US``
+    each on average, else ``op-bound`` when ``aten::`` operations hold at least half the stage's time, else
+    ``waiting`` (op None: I/O, sleeps, pure Python). ValueError names a stage the profile lacks."""
     if not callable(getattr(prof, "events", None)):
         raise TypeError(f"prof must be a finished torch.profiler.profile, got {type(prof).__name__}")
     totals = dict.fromkeys(stages, 0.0)
@@ -186,5 +187,5 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
             return {"stage": stage, "op": op, "kind": "op-bound"}
     return {"stage": stage, "op": None, "kind": "waiting"}
 
-__all__ = ["HEAVY_PLANTS", "KINDS", "PlantedStep", "ROLES", "TINY_OP_CALLS", "TINY_OP_US", "TINY_PLANTS", "WAIT_PLANTS", "bottleneck",
-           "profile_steps"]
+__all__ = ["HEAVY_PLANTS", "KINDS", "PlantedStep", "ROLES", "TINY_OP_CALLS", "TINY_OP_US", "TINY_PLANTS", "WAIT_PLANTS",
+           "bottleneck", "profile_steps"]

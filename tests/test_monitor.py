@@ -328,3 +328,47 @@ def test_summarize_trace_reads_kernels_and_gaps(tmp_path):
     assert monitor.summarize_trace(cpu_only).device_busy is None
     with pytest.raises(ValueError, match="no trace file"):
         monitor.summarize_trace(tmp_path / "absent.json")
+
+
+# --------------------------------------------------------------------------- clocks and throttle reasons
+
+def test_throttle_reasons_decode_nvml_bits():
+    assert monitor.throttle_reasons(0) == []
+    assert monitor.throttle_reasons(0x1) == ["GPU idle"]
+    assert monitor.throttle_reasons(0x4 | 0x20) == ["software power cap", "software thermal slowdown"]
+    assert monitor.throttle_reasons(0x40 | 0x80) == ["hardware thermal slowdown", "hardware power brake"]
+    assert monitor.throttle_reasons(0x1000) == ["other reasons (0x1000)"]
+    for bad in (-1, 1.5, True, "4"):
+        with pytest.raises(TypeError, match="mask"):
+            monitor.throttle_reasons(bad)
+    assert Metric("gpu_throttle", "held down by", 4.0, "reasons", "NVML").formatted() == "software power cap"
+    assert Metric("gpu_throttle", "held down by", 0.0, "reasons", "NVML").formatted() == "none"
+
+
+def test_nvml_metrics_read_clocks_and_reasons_from_a_fake_nvml(monkeypatch):
+    """Every NVML metric, in NVML_METRICS order, from a stand-in pynvml (no GPU needed); the older reasons call too."""
+    import types
+
+    fake = types.SimpleNamespace(
+        NVMLError=RuntimeError, NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1,
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetHandleByIndex=lambda index: "h",
+        nvmlDeviceGetName=lambda handle: b"Fake GPU",
+        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=97, memory=40),
+        nvmlDeviceGetMemoryInfo=lambda handle: types.SimpleNamespace(used=2**30, total=16 * 2**30),
+        nvmlDeviceGetPowerUsage=lambda handle: 69_000, nvmlDeviceGetEnforcedPowerLimit=lambda handle: 70_000,
+        nvmlDeviceGetTemperature=lambda handle, sensor: 71, nvmlDeviceGetClockInfo=lambda handle, clock: 1245,
+        nvmlDeviceGetMaxClockInfo=lambda handle, clock: 1590,
+        nvmlDeviceGetCurrentClocksThrottleReasons=lambda handle: 0x4)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(monitor, "_nvml_index", lambda device: 0)
+    metrics = {m.key: m for m in monitor._Nvml("cuda").metrics()}
+    assert list(metrics) == list(NVML_METRICS)
+    assert metrics["gpu_sm_clock"].formatted() == "1245 MHz" and metrics["gpu_sm_clock_max"].value == 1590
+    assert metrics["gpu_throttle"].formatted() == "software power cap"
+    assert metrics["gpu_power"].value == 69 and metrics["gpu_power_limit"].value == 70
+
+    def unsupported(handle):
+        raise RuntimeError("not supported")
+
+    fake.nvmlDeviceGetCurrentClocksEventReasons = unsupported
+    assert {m.key: m for m in monitor._Nvml("cuda").metrics()}["gpu_throttle"].formatted() == "n/a"

@@ -344,6 +344,29 @@ def test_tf_slow_decode_decodes_like_slow_images_and_counts_its_calls():
         pipeline.tf_slow_decode(-1)
 
 
+@pytest.mark.slow  # imports TensorFlow
+def test_tf_random_flip_flips_about_half_of_each_batch_anew_on_every_call():
+    pytest.importorskip("tensorflow")
+    import gpucourse
+
+    tf = gpucourse.import_tensorflow() if hasattr(gpucourse, "import_tensorflow") else __import__("tensorflow")
+    x = np.arange(200 * 6, dtype=np.float32).reshape(200, 1, 2, 3)
+    augment = pipeline.tf_random_flip(seed=3)
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(200, np.int64))).batch(50).map(augment)
+    epochs = [np.concatenate([batch.numpy() for batch, _ in dataset]) for _ in range(2)]
+    assert augment.counter.count == 8
+    flipped = [np.all(epoch == x[..., ::-1], axis=(1, 2, 3)) for epoch in epochs]
+    for epoch, flips in zip(epochs, flipped):
+        assert np.all(flips | np.all(epoch == x, axis=(1, 2, 3)))       # each image flipped or left alone
+        assert 0.3 < flips.mean() < 0.7
+    assert 0.3 < (flipped[0] != flipped[1]).mean() < 0.7                  # fresh draws every call
+    single = tf.data.Dataset.from_tensor_slices((np.zeros(4, np.float32), np.zeros(4, np.int64))).map(augment)
+    with pytest.raises(Exception, match="whole batches"):
+        list(single)
+    with pytest.raises(ValueError, match="seed"):
+        pipeline.tf_random_flip(-1)
+
+
 # --------------------------------------------------------------------------- on a GPU
 
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")

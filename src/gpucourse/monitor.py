@@ -32,7 +32,7 @@ from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-export
 GIB = 2**30
 
 NVML_METRICS = ("gpu_util", "gpu_mem_util", "gpu_mem_used", "gpu_mem_total", "gpu_power", "gpu_power_limit",
-                "gpu_temp")
+                "gpu_temp", "gpu_sm_clock", "gpu_sm_clock_max", "gpu_throttle")
 """Keys of the metrics a GPU adds (read through NVML, the library behind `nvidia-smi`)."""
 
 CPU_METRICS = ("cpu_util", "process_cpu", "ram_used", "ram_total", "process_rss")
@@ -40,7 +40,31 @@ CPU_METRICS = ("cpu_util", "process_cpu", "ram_used", "ram_total", "process_rss"
 
 WHAT_A_GPU_ADDS = ("no GPU here: on a GPU the same report adds, through NVML (what `nvidia-smi -l 1` prints): "
                    "GPU utilisation (% of time a kernel was running), memory-controller utilisation, "
-                   "GPU memory used / total, power draw / limit (W) and temperature (C)")
+                   "GPU memory used / total, power draw / limit (W), temperature (C), SM clock / its maximum (MHz) "
+                   "and the reasons the clock is held down (throttling)")
+
+THROTTLE_REASONS = {
+    0x1: "GPU idle",
+    0x2: "applications clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
+}
+"""NVML's clock event (throttle) reason bits (``nvmlClocksEventReason*``) and what each means."""
+
+
+def throttle_reasons(mask: int) -> list[str]:
+    """The names of the reasons set in an NVML clock-event mask, lowest bit first ([] for 0: not held down).
+    Taught in lesson ``09_feeding_and_watching``."""
+    if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
+        raise TypeError(f"mask must be a non-negative int (NVML's clock event reasons), got {mask!r}")
+    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(THROTTLE_REASONS)
+    return names + ([f"other reasons ({unknown:#x})"] if unknown else [])
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,8 @@ class Metric:
         """The value with its unit, e.g. '87 %' or '3.21 GiB' ('n/a' where the device did not report it)."""
         if self.value is None:
             return "n/a"
+        if self.unit == "reasons":
+            return ", ".join(throttle_reasons(int(self.value))) or "none"
         digits = 2 if self.unit == "GiB" else 0
         return f"{self.value:.{digits}f} {self.unit}"
 
@@ -265,6 +291,11 @@ class _Nvml:
         power_mw = self._read(nvml.nvmlDeviceGetPowerUsage)
         limit_mw = self._read(nvml.nvmlDeviceGetEnforcedPowerLimit)
         temperature = self._read(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)
+        sm_clock = self._read(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)
+        sm_clock_max = self._read(nvml.nvmlDeviceGetMaxClockInfo, nvml.NVML_CLOCK_SM)
+        reasons_call = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the older name, in nvidia-ml-py before 12.535
+        reasons = self._read(reasons_call)
         return [
             Metric("gpu_util", "GPU utilisation (time a kernel ran)", None if rates is None else float(rates.gpu),
                    "%", "NVML nvmlDeviceGetUtilizationRates.gpu"),
@@ -280,6 +311,12 @@ class _Nvml:
                    "NVML nvmlDeviceGetEnforcedPowerLimit"),
             Metric("gpu_temp", "temperature", None if temperature is None else float(temperature), "C",
                    "NVML nvmlDeviceGetTemperature"),
+            Metric("gpu_sm_clock", "SM clock", None if sm_clock is None else float(sm_clock), "MHz",
+                   "NVML nvmlDeviceGetClockInfo(SM)"),
+            Metric("gpu_sm_clock_max", "SM clock, maximum", None if sm_clock_max is None else float(sm_clock_max),
+                   "MHz", "NVML nvmlDeviceGetMaxClockInfo(SM)"),
+            Metric("gpu_throttle", "clock held down by", None if reasons is None else float(reasons), "reasons",
+                   "NVML nvmlDeviceGetCurrentClocksEventReasons"),
         ]
 
     def close(self) -> None:
@@ -692,4 +729,4 @@ def summarize_trace(path: object, top: int = 8, gaps: int = 3) -> TraceSummary:
 __all__ = ["CPU_METRICS", "DEVICE_CATEGORIES", "NVML_METRICS", "PROFILER_CYCLE_WARNING", "WHAT_A_GPU_ADDS", "Metric",
            "MetricSummary", "Sampler", "Snapshot", "TraceSummary", "busy_fraction", "markdown_table", "merged_intervals",
            "nvml_available", "plot_runs", "profile_table", "quiet_profiler_warning", "show_table", "snapshot", "summarise",
-           "summarize_trace"]
+           "summarize_trace", "THROTTLE_REASONS", "throttle_reasons"]

@@ -515,6 +515,39 @@ def tf_slow_decode(decode_s: float = 0.001) -> Callable:
     return decode
 
 
+def tf_random_flip(seed: int = 0) -> Callable:
+    """A ``tf.data`` map function for whole batches ``(x, labels)``: flips each image of ``x`` left-right (its last
+    axis) with probability 1/2, drawn anew on every call (a random augmentation, as in lesson
+    ``09_feeding_and_watching``). Its ``counter.count`` says how many batches it has augmented."""
+    seed = non_negative_int("seed", seed)
+    import tensorflow as tf
+
+    counter = CallCounter()
+    rng = np.random.default_rng(seed)
+    lock = threading.Lock()
+
+    def _flip_numpy(x):
+        counter.add()
+        x = x.numpy()
+        if x.ndim < 2:
+            raise ValueError(f"augment works on whole batches of images; got an element of shape {x.shape} "
+                             "(apply it after .batch())")
+        with lock:
+            flip = rng.random(len(x)) < 0.5
+        x = x.copy()
+        x[flip] = x[flip][..., ::-1]
+        return x
+
+    @tf.autograph.experimental.do_not_convert
+    def augment(x, label):
+        flipped = tf.py_function(_flip_numpy, [x], x.dtype)
+        flipped.set_shape(x.shape)
+        return flipped, label
+
+    augment.counter = counter
+    return augment
+
+
 def tf_pipeline(images: np.ndarray, labels: np.ndarray, decode: Callable, batch_size: int, *, parallel: bool = True,
                 cache: bool = False, shuffle: bool = False, seed: int | None = None):
     """A ``tf.data`` input pipeline over undecoded ``images``: map ``decode`` (in parallel with AUTOTUNE when
@@ -543,4 +576,5 @@ def tf_pipeline(images: np.ndarray, labels: np.ndarray, decode: Callable, batch_
 
 __all__ = ["MEAN", "STD", "STAGES", "CallCounter", "SlowImages", "SweepPoint", "Throughput", "TrainStep", "batch_size_sweep",
            "batched_loader", "loop_rate", "measure", "plot_sweep", "preprocess_once", "profile_rows",
-           "saturation_batch", "saved_activation_bytes", "stage_times", "tf_pipeline", "tf_slow_decode", "tiny_model"]
+           "saturation_batch", "saved_activation_bytes", "stage_times", "tf_pipeline", "tf_random_flip", "tf_slow_decode",
+           "tiny_model"]

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to lesson 05's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 09's exercises: each must lose exactly its own exercise's points.
 
 Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; off_limits must catch it),
 "visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in the full
@@ -6,31 +6,19 @@ nbgrader pipeline), and more.
 """
 
 _EX1 = '''\
-def find_bottleneck(rows: list[dict], stages) -> str:
-    """Name of the stage whose time (larger of CPU total and device total) is the largest."""
-'''
-_EX2 = '''\
-def loop_samples_per_s(loader_sps: float, compute_sps: float, overlap: bool) -> float:
-    """Samples/s of a training loop from the loader's and the compute's rates, with or without overlap."""
-'''
-_EX3 = '''\
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, TensorDataset
 
 
 def make_fast_loader(dataset, batch_size: int):
     """A loader over `dataset` that keeps the model fed: at least half of the compute-only throughput."""
 '''
-_EX4 = '''\
-def cached_pipeline(images, labels, decode, batch_size: int):
-    """tf.data: decode in parallel, cache the decoded elements, reshuffle each epoch, batch, prefetch."""
+_EX2 = '''\
+def augmented_pipeline(images, labels, decode, augment, batch_size: int):
+    """tf.data: decode once (in parallel, cached), then every epoch: reshuffle, batch, augment, prefetch."""
 '''
-_EX5 = '''\
-def saturation_batch_size(batch_sizes, samples_per_s, fraction: float = 0.9) -> int:
-    """Smallest batch size whose throughput is within `fraction` of the best measured."""
-'''
-_EX6 = '''\
-def predict_step_s(kernel_s, launch_s: float, graph: bool = False) -> float:
-    """Seconds until every kernel has run: one launch each (graph=False) or one launch for the whole graph."""
+_EX3 = '''\
+def choose_settings(sim, target_sps: float) -> dict:
+    """The smallest batch size, then the fewest workers, whose epoch reaches target_sps; probes first, few epochs."""
 '''
 _DECODE_ONCE = '''\
     items = [dataset[i] for i in range(len(dataset))]
@@ -40,109 +28,43 @@ _DECODE_ONCE = '''\
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # The usual answer for a starved loop, whatever the profile.
-        "constant": _EX1 + '''\
-    return "data"
-''',
-        # The course's stage_times does the reading: off-limits here.
-        "helper": _EX1 + '''\
-    times = pipeline.stage_times(rows, stages)
-    return max(times, key=times.get)
-''',
-        # CPU totals only: right for the visible CPU profiles, blind to device time.
-        "visible_only": _EX1 + '''\
-    by_name = {row["name"]: row for row in rows}
-    missing = [stage for stage in stages if stage not in by_name]
-    if missing:
-        raise ValueError(f"no row for {missing}")
-    return max(stages, key=lambda stage: by_name[stage]["cpu_total_us"])
-''',
-        # Reads the table by "Self CPU": names the row with the largest self time (the DataLoader's row or aten::mm),
-        # not the stage with the largest total.
-        "typical": _EX1 + '''\
-    return max(rows, key=lambda row: row["self_cpu_us"])["name"]
-''',
-        # Adds the two clocks, as if launching and running a kernel happened one after the other.
-        "sum_of_clocks": _EX1 + '''\
-    by_name = {row["name"]: row for row in rows}
-    missing = [stage for stage in stages if stage not in by_name]
-    if missing:
-        raise ValueError(f"no row for {missing}")
-    return max(stages, key=lambda stage: by_name[stage]["cpu_total_us"] + by_name[stage]["device_total_us"])
-''',
-        # Device time wherever there is any, CPU time otherwise.
-        "device_first": _EX1 + '''\
-    by_name = {row["name"]: row for row in rows}
-    missing = [stage for stage in stages if stage not in by_name]
-    if missing:
-        raise ValueError(f"no row for {missing}")
-    return max(stages, key=lambda stage: by_name[stage]["device_total_us"] or by_name[stage]["cpu_total_us"])
-''',
-    },
-    "ex2-solution": {
-        # The visible test's first answer.
-        "constant": _EX2 + '''\
-    return 909.090909090909
-''',
-        # The course's loop_rate: off-limits here.
-        "helper": _EX2 + '''\
-    return pipeline.loop_rate(loader_sps, compute_sps, overlap)
-''',
-        # Right for the visible rates only; the slower side otherwise.
-        "visible_only": _EX2 + '''\
-    if (loader_sps, compute_sps) == (1000.0, 10000.0) and not overlap:
-        return 1 / (1 / 1000 + 1 / 10000)
-    return float(min(loader_sps, compute_sps))
-''',
-        # Assumes the loop always runs at the pace of its slower side, as if loading and computing always overlapped.
-        "typical": _EX2 + '''\
-    return float(min(loader_sps, compute_sps))
-''',
-        # The harmonic mean instead of the sum of the times: twice the right rate without overlap.
-        "harmonic_mean": _EX2 + '''\
-    if overlap:
-        return float(min(loader_sps, compute_sps))
-    return 2.0 / (1.0 / loader_sps + 1.0 / compute_sps)
-''',
-    },
-    "ex3-solution": {
         # The notebook's own batches (of DATA, section 2), whatever the dataset.
-        "constant": _EX3 + '''\
+        "constant": _EX1 + '''\
     return COMPUTE_BATCHES
 ''',
         # The course's preprocess_once and batched_loader: off-limits here.
-        "helper": _EX3 + '''\
+        "helper": _EX1 + '''\
     return batched_loader(preprocess_once(dataset), batch_size)
 ''',
         # drop_last=True: right when the batch size divides the dataset (384 = 6 x 64), loses items otherwise.
-        "visible_only": _EX3 + _DECODE_ONCE + '''\
+        "visible_only": _EX1 + _DECODE_ONCE + '''\
     tensors = TensorDataset(x, y)
     return DataLoader(tensors, sampler=BatchSampler(RandomSampler(tensors), batch_size, drop_last=True), batch_size=None)
 ''',
         # "Just add workers": two processes and a deeper prefetch queue, but every image is still decoded every epoch.
-        "typical": _EX3 + '''\
+        "typical": _EX1 + '''\
     return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=2, prefetch_factor=4)
 ''',
         # Borrows the lesson's instant twin instead of decoding: no item is read through dataset[i].
-        "instant_twin": _EX3 + '''\
+        "instant_twin": _EX1 + '''\
     twin = dataset.instant()
     return DataLoader(TensorDataset(torch.stack([twin[i][0] for i in range(len(twin))]),
                                     torch.tensor([twin[i][1] for i in range(len(twin))])),
                       batch_size=batch_size, shuffle=True)
 ''',
         # Decoded once, but served in the stored order every epoch.
-        "no_shuffle": _EX3 + _DECODE_ONCE + '''\
+        "no_shuffle": _EX1 + _DECODE_ONCE + '''\
     tensors = TensorDataset(x, y)
     return DataLoader(tensors, sampler=BatchSampler(SequentialSampler(tensors), batch_size, drop_last=False),
                       batch_size=None)
 ''',
         # Shuffled once, at preprocessing: the same permutation every epoch.
-        "fixed_permutation": _EX3 + _DECODE_ONCE + '''\
+        "fixed_permutation": _EX1 + _DECODE_ONCE + '''\
     order = torch.randperm(len(y))
     return [(x[order[i:i + batch_size]], y[order[i:i + batch_size]]) for i in range(0, len(y), batch_size)]
 ''',
         # Rotates the order by one batch each epoch: the order changes, but it is the same permutation shifted.
-        "rotating": _EX3 + _DECODE_ONCE + '''\
+        "rotating": _EX1 + _DECODE_ONCE + '''\
     class Rotating:
         def __init__(self):
             self.epoch = 0
@@ -156,123 +78,110 @@ WRONG: dict[str, dict[str, str]] = {
     return Rotating()
 ''',
     },
-    "ex4-solution": {
-        # The notebook's own cached pipeline (of RAW, section 7), whatever the images.
-        "constant": _EX4 + '''\
-    return cached
+    "ex2-solution": {
+        # A fixed little dataset, whatever the images.
+        "constant": _EX2 + '''\
+    import numpy as np
+    return tf.data.Dataset.from_tensor_slices((np.zeros((4, 1, 2, 2), np.float32), np.zeros(4, np.int64))).batch(2)
 ''',
-        # The course's tf_pipeline: off-limits here.
-        "helper": _EX4 + '''\
-    return pipeline.tf_pipeline(images, labels, decode, batch_size, cache=True, shuffle=True)
+        # The course's own pipeline, then the augmentation: off-limits here.
+        "helper": _EX2 + '''\
+    dataset = pipeline.tf_pipeline(images, labels, decode, batch_size, cache=True, shuffle=True)
+    return dataset.map(augment).prefetch(tf.data.AUTOTUNE)
 ''',
-        # The visible batch size, 32, hard-coded.
-        "visible_only": _EX4 + '''\
+        # The visible test's batch size, whatever batch_size says.
+        "visible_only": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()
-    return dataset.shuffle(len(images)).batch(32).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.shuffle(len(images), reshuffle_each_iteration=True).batch(32)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 ''',
-        # cache() before the expensive map: the cache holds undecoded images, so every epoch decodes them again.
-        "typical": _EX4 + '''\
+        # The cache at the end, "to make everything fast": the first epoch's order and flips are replayed forever.
+        "typical": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.shuffle(len(images)).batch(batch_size).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.cache().prefetch(tf.data.AUTOTUNE)
+''',
+        # The augmentation on single images, before batching: one call per image instead of one per batch.
+        "augment_per_image": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()
+    dataset = dataset.shuffle(len(images)).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+''',
+        # The cache before the decode: it stores undecoded images and every epoch decodes them again.
+        "cache_before_decode": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).cache()
-    dataset = dataset.shuffle(len(images)).map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 ''',
-        # shuffle() before cache(): the first epoch's order is cached and replayed every epoch.
-        "shuffle_before_cache": _EX4 + '''\
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(len(images))
-    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-''',
-        # A shuffle buffer of one batch: the order changes, but only locally.
-        "small_buffer": _EX4 + '''\
+        # Everything right but the last step: nothing is prepared while the model trains.
+        "no_prefetch": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()
-    return dataset.shuffle(batch_size).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
 ''',
-        # reshuffle_each_iteration=False: one random order, replayed every epoch.
-        "no_reshuffle": _EX4 + '''\
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
-    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()
-    dataset = dataset.shuffle(len(images), reshuffle_each_iteration=False)
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-''',
-    },
-    "ex5-solution": {
-        # The visible test's first answer.
-        "constant": _EX5 + '''\
-    return 64
-''',
-        # The course's saturation_batch: off-limits here.
-        "helper": _EX5 + '''\
-    return pipeline.saturation_batch(batch_sizes, samples_per_s, fraction)
-''',
-        # Right for the visible sweeps only; the best batch size otherwise.
-        "visible_only": _EX5 + '''\
-    if list(batch_sizes) == [8, 16, 32, 64, 128, 256]:
-        return 64
-    if list(batch_sizes) == [256, 512, 1024, 2048, 4096, 8192]:
-        return 2048
-    best = max(range(len(batch_sizes)), key=lambda i: samples_per_s[i])
-    return int(batch_sizes[best])
-''',
-        # Takes the batch size with the highest measured throughput, not the smallest one that gets close to it.
-        "typical": _EX5 + '''\
-    if len(batch_sizes) == 0 or len(batch_sizes) != len(samples_per_s):
-        raise ValueError("batch_sizes and samples_per_s must be non-empty and of the same length")
-    best = max(range(len(batch_sizes)), key=lambda i: samples_per_s[i])
-    return int(batch_sizes[best])
-''',
-        # Assumes a sorted sweep: the first qualifying size in the order given.
-        "first_in_order": _EX5 + '''\
-    if len(batch_sizes) == 0 or len(batch_sizes) != len(samples_per_s):
-        raise ValueError("batch_sizes and samples_per_s must be non-empty and of the same length")
-    best = max(samples_per_s)
-    return int(next(size for size, rate in zip(batch_sizes, samples_per_s) if rate >= fraction * best))
-''',
-        # Strictly above the threshold: misses a size exactly at it.
-        "strict": _EX5 + '''\
-    if len(batch_sizes) == 0 or len(batch_sizes) != len(samples_per_s):
-        raise ValueError("batch_sizes and samples_per_s must be non-empty and of the same length")
-    best = max(samples_per_s)
-    above = [size for size, rate in zip(batch_sizes, samples_per_s) if rate > fraction * best]
-    return int(min(above)) if above else int(batch_sizes[list(samples_per_s).index(best)])
+        # Decodes one image at a time (a sequential map).
+        "sequential_decode": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).map(decode).cache()
+    dataset = dataset.shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 ''',
     },
-    "ex6-solution": {
-        # The visible test's first answer.
-        "constant": _EX6 + '''\
-    return 82e-6
+    "ex3-solution": {
+        # The visible test's answer.
+        "constant": _EX3 + '''\
+    return {"batch_size": 64, "num_workers": 3}
 ''',
-        # The course's simulator measures it: off-limits here.
-        "helper": _EX6 + '''\
-    return launch.measure_step_s(kernel_s, launch_s, graph=graph)
+        # The course's own search: off-limits here.
+        "helper": _EX3 + '''\
+    return loader_sim.cheapest_settings(sim, target_sps)
 ''',
-        # Right for the visible chains (equal kernels); launches plus the last kernel otherwise.
-        "visible_only": _EX6 + '''\
-    if graph:
-        return float(launch_s + sum(kernel_s))
-    if len(set(kernel_s)) == 1 and kernel_s[0] >= launch_s:
-        return float(launch_s + sum(kernel_s))
-    return float(len(kernel_s) * launch_s + kernel_s[-1])
+        # Right for the visible target; otherwise the largest batch that fits and a worker per core.
+        "visible_only": _EX3 + '''\
+    if target_sps == 9000:
+        return {"batch_size": 64, "num_workers": 3}
+    fits = [b for b in sim.batch_sizes if sim.memory_bytes(b) <= sim.memory_limit]
+    return {"batch_size": fits[-1], "num_workers": min(sim.cores, sim.max_workers)}
 ''',
-        # Launches and kernels one after the other, as if the host waited for each kernel: no overlap.
-        "typical": _EX6 + '''\
-    launches = 1 if graph else len(kernel_s)
-    return float(launches * launch_s + sum(kernel_s))
+        # Trusts the prediction from the probes and never confirms it with an epoch: start-up and filling the
+        # pipeline make some predicted settings miss the target.
+        "typical": _EX3 + '''\
+    for batch_size in sim.batch_sizes:
+        if sim.memory_bytes(batch_size) > sim.memory_limit:
+            continue
+        compute = sim.compute_alone(batch_size)
+        for workers in range(sim.max_workers + 1):
+            loader = sim.loader_alone(batch_size, workers)
+            bound = 1 / (1 / loader + 1 / compute) if workers == 0 else min(loader, compute)
+            if bound >= target_sps:
+                return {"batch_size": batch_size, "num_workers": workers}
+    raise ValueError("out of reach")
 ''',
-        # The larger of the two totals: the right extremes, wrong in between (and off by the first launch).
-        "roofline": _EX6 + '''\
-    if graph:
-        return float(launch_s + sum(kernel_s))
-    return float(max(len(kernel_s) * launch_s, sum(kernel_s)))
+        # Tries every setting with a full epoch: right, but dozens of epochs.
+        "brute_force": _EX3 + '''\
+    for batch_size in sim.batch_sizes:
+        if sim.memory_bytes(batch_size) > sim.memory_limit:
+            continue
+        for workers in range(sim.max_workers + 1):
+            if sim.run(batch_size, workers).samples_per_s >= target_sps:
+                return {"batch_size": batch_size, "num_workers": workers}
+    raise ValueError("out of reach")
 ''',
-        # Ignores the graph: every kernel still pays its own launch.
-        "graph_ignored": _EX6 + '''\
-    host = device_free = 0.0
-    for seconds in kernel_s:
-        host += launch_s
-        device_free = max(host, device_free) + seconds
-    return float(device_free)
+        # Never looks at the memory: probes a batch that does not fit and stops with OutOfMemory.
+        "ignores_memory": _EX3 + '''\
+    for batch_size in sim.batch_sizes:
+        compute = sim.compute_alone(batch_size)
+        if compute < target_sps:
+            continue
+        for workers in range(sim.max_workers + 1):
+            loader = sim.loader_alone(batch_size, workers)
+            bound = 1 / (1 / loader + 1 / compute) if workers == 0 else min(loader, compute)
+            if bound >= target_sps and sim.run(batch_size, workers).samples_per_s >= target_sps:
+                return {"batch_size": batch_size, "num_workers": workers}
+    raise ValueError("out of reach")
 ''',
     },
 }

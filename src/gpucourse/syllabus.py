@@ -23,7 +23,6 @@ PLANNED: tuple[str, ...] = (
     "02_roofline",
     "05_cuda_shared_memory",
     "06_triton",
-    "07_gpu_libraries",
     "10_compilers",
     "11_attention",
     "13_sharding",

@@ -34,6 +34,7 @@ def round_to_tf32(values: object):
     """float32 values rounded to TF32's 10 mantissa bits (to nearest, ties to even), still stored as float32.
 
     Inf stays inf, NaN stays NaN; a value above TF32's largest finite number rounds to inf, as in IEEE rounding.
+    Taught in lesson 07_gpu_libraries.
     """
     import numpy as np
 
@@ -50,7 +51,10 @@ def round_to_tf32(values: object):
 
 
 def tf32_matmul(a: object, b: object):
-    """``a @ b`` as a TF32 Tensor Core computes it, emulated: inputs rounded to TF32, products summed in float32."""
+    """``a @ b`` as a TF32 Tensor Core computes it, emulated: inputs rounded to TF32, products summed in float32.
+
+    Taught in lesson 07_gpu_libraries.
+    """
     import numpy as np
 
     a, b = np.asarray(a), np.asarray(b)
@@ -60,7 +64,10 @@ def tf32_matmul(a: object, b: object):
 
 
 def relative_error(result: object, reference: object) -> float:
-    """max |result - reference| / max |reference|: one number for how far a product is from its reference."""
+    """max |result - reference| / max |reference|: one number for how far a product is from its reference.
+
+    Taught in lesson 07_gpu_libraries.
+    """
     import numpy as np
 
     result, reference = np.asarray(result, dtype=np.float64), np.asarray(reference, dtype=np.float64)
@@ -87,7 +94,10 @@ def _op_determinism():
 
 
 def library_state() -> dict[str, object]:
-    """The switches that decide which kernels run and whether runs repeat, as they are now in this process."""
+    """The switches that decide which kernels run and whether runs repeat, as they are now in this process.
+
+    Taught in lesson 07_gpu_libraries.
+    """
     import torch
 
     state: dict[str, object] = {
@@ -107,7 +117,10 @@ def library_state() -> dict[str, object]:
 
 @contextlib.contextmanager
 def preserved_state() -> Iterator[dict[str, object]]:
-    """Run a block that may change the switches (and the random generators); put everything back afterwards."""
+    """Run a block that may change the switches (and the random generators); put everything back afterwards.
+
+    Taught in lesson 07_gpu_libraries.
+    """
     import numpy as np
     import torch
 
@@ -141,6 +154,7 @@ def make_reproducible(seed: int) -> None:
     Python's ``random``, numpy's global generator and PyTorch's (CPU and every GPU) get ``seed``; PyTorch uses
     deterministic algorithms only (``CUBLAS_WORKSPACE_CONFIG`` set for cuBLAS), cuDNN neither times algorithms nor
     picks non-deterministic ones; TensorFlow, when imported, gets ``keras.utils.set_random_seed`` and op determinism.
+    Taught in lesson 07_gpu_libraries.
     """
     import numpy as np
     import torch
@@ -181,7 +195,7 @@ def choose_switches(goal: Mapping[str, bool]) -> dict[str, object]:
 
     Bit-equality with strict float32 needs TF32 off *and* repeatable runs; repeatable runs need deterministic
     kernels (and the cuBLAS workspace setting) and rule out cuDNN's timing-based choice; that choice pays only when
-    input shapes stay fixed.
+    input shapes stay fixed. Taught in lesson 07_gpu_libraries.
     """
     goal = _goal(goal)
     repeatable = goal["repeatable"] or goal["match_float32"]
@@ -194,7 +208,10 @@ def choose_switches(goal: Mapping[str, bool]) -> dict[str, object]:
 
 
 def apply_switches(settings: Mapping[str, object]) -> None:
-    """Set the switches of a :func:`choose_switches` answer in PyTorch (and TensorFlow, when imported)."""
+    """Set the switches of a :func:`choose_switches` answer in PyTorch (and TensorFlow, when imported).
+
+    Taught in lesson 07_gpu_libraries.
+    """
     import torch
 
     if not isinstance(settings, Mapping) or sorted(settings) != sorted(SWITCH_KEYS):
@@ -217,7 +234,10 @@ def apply_switches(settings: Mapping[str, object]) -> None:
 # --------------------------------------------------------------------------- the CPU's library: oneDNN
 
 def cpu_libraries() -> dict[str, str]:
-    """What PyTorch's build says about its CPU libraries: oneDNN's version, the BLAS, and whether oneDNN is usable."""
+    """What PyTorch's build says about its CPU libraries: oneDNN's version, the BLAS, and whether oneDNN is usable.
+
+    Taught in lesson 07_gpu_libraries.
+    """
     import torch
 
     config = torch.__config__.show()

@@ -428,7 +428,10 @@ def count_host_syncs() -> Iterator[HostSyncs]:
 
 def train_epoch(model: object, batches: object, optimizer: object, device: object) -> object:
     """One epoch of cross-entropy training over ``batches`` of (inputs, labels) on ``device``, without a host
-    synchronisation: the mean loss comes back as a 0-dimensional tensor on ``device``, read when the caller wants."""
+    synchronisation: the mean loss comes back as a 0-dimensional tensor on ``device``, read when the caller wants.
+
+    Taught in lesson 08_placement.
+    """
     import torch
     import torch.nn.functional as F
 
@@ -453,6 +456,7 @@ def choose_gpu(need_bytes: int, device_count: object = None, mem_get_info: objec
 
     ``device_count()`` and ``mem_get_info(index) -> (free, total)`` default to ``torch.cuda``'s; a test passes fakes.
     Ties go to the lowest index. Free memory is what the driver reports, so other processes' memory counts.
+    Taught in lesson 08_placement.
     """
     import torch
 

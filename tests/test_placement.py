@@ -372,3 +372,71 @@ def test_keras_weights_transposes_kernels_and_skips_missing_biases():
     assert (weights[0] == model[0].weight.detach().numpy().T).all()
     with pytest.raises(TypeError, match="model"):
         placement.keras_weights([1, 2])
+
+
+# --------------------------------------------------------------------------- hidden synchronisations, choosing a GPU
+
+def test_count_host_syncs_sees_value_reads_masks_and_copies_and_restores_tensor_methods() -> None:
+    import torch
+
+    originals = {name: getattr(torch.Tensor, name) for name in ("tolist", "numpy", "cpu", "__repr__")}
+    x = torch.randn(8)
+    with placement.count_host_syncs() as syncs:
+        x.sum()
+        x.max() * 2
+        x[:3]
+        x[torch.tensor([0, 2])]
+    assert syncs.count == 0 and str(syncs) == "no host synchronisation"
+    with placement.count_host_syncs() as syncs:
+        x.sum().item()
+        if x.max() > 100:
+            pass
+        x[x > 0]
+        x.tolist()
+        x.cpu()
+    kinds = [what for what, _ in syncs.events]
+    assert kinds.count("aten::_local_scalar_dense") == 2 and "aten::index (boolean mask)" in kinds
+    assert "Tensor.tolist" in kinds and "Tensor.cpu" in kinds and syncs.count == 5
+    assert all("test_placement.py" in where for _, where in syncs.events)
+    assert {name: getattr(torch.Tensor, name) for name in originals} == originals
+
+
+def test_train_epoch_matches_a_plain_loop_without_synchronising() -> None:
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    batches = [(torch.randn(4, 3), torch.randint(0, 2, (4,))) for _ in range(3)]
+    twin = copy.deepcopy(net)
+    optimizer = torch.optim.SGD(twin.parameters(), lr=0.1)
+    losses = []
+    for inputs, labels in batches:
+        loss = F.cross_entropy(twin(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    with placement.count_host_syncs() as syncs:
+        mean = placement.train_epoch(net, batches, torch.optim.SGD(net.parameters(), lr=0.1), "cpu")
+    assert syncs.count == 0 and mean.dim() == 0 and not mean.requires_grad
+    assert abs(float(mean) - sum(losses) / 3) < 1e-6
+    assert all(torch.allclose(a, b) for a, b in zip(net.parameters(), twin.parameters()))
+    meta = copy.deepcopy(net).to("meta")
+    assert placement.train_epoch(meta, batches, torch.optim.SGD(meta.parameters(), lr=0.1), "meta").device.type == "meta"
+    with pytest.raises(ValueError, match="batches"):
+        placement.train_epoch(net, [], torch.optim.SGD(net.parameters(), lr=0.1), "cpu")
+
+
+def test_choose_gpu_takes_the_freest_gpu_that_fits() -> None:
+    gib = 2**30
+    gpus = [(3 * gib, 16 * gib), (14 * gib, 16 * gib), (14 * gib, 80 * gib)]
+    pick = lambda need, gpus=gpus: str(placement.choose_gpu(need, lambda: len(gpus), lambda i: gpus[i]))  # noqa: E731
+    assert pick(8 * gib) == "cuda:1"          # the tie with cuda:2 goes to the lower index
+    assert pick(14 * gib) == "cuda:1"         # exactly enough fits
+    assert pick(15 * gib) == "cpu"
+    assert pick(1, []) == "cpu"
+    with pytest.raises(ValueError, match="need_bytes"):
+        placement.choose_gpu(-1, lambda: 0, lambda i: (0, 0))

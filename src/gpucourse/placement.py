@@ -346,6 +346,131 @@ def keras_weights(model: object) -> list:
     return weights
 
 
-__all__ = ["PCIE_SPECS", "TensorFlowSetup", "TransferMeasurement", "configure_tensorflow", "keras_weights",
-           "measure_transfer_bandwidth", "move_batch", "short_tf_device", "tf_device_name", "tf_placement_log",
-           "transfer_seconds"]
+# --------------------------------------------------------------------------- hidden synchronisations
+
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::equal", "aten::is_nonzero")
+"""PyTorch ops whose result the CPU must wait for (a number read on the host, or an output shape that depends on the
+data): on a GPU each one stops the CPU until every kernel queued before it has run."""
+
+_SYNC_METHODS = ("tolist", "numpy", "cpu", "__repr__")
+
+
+@dataclass
+class HostSyncs:
+    """What :func:`count_host_syncs` saw: one (what, where) pair per host synchronisation."""
+
+    events: list[tuple[str, str]]
+
+    @property
+    def count(self) -> int:
+        """How many host synchronisations there were."""
+        return len(self.events)
+
+    def __str__(self) -> str:
+        if not self.events:
+            return "no host synchronisation"
+        lines = [f"{self.count} host synchronisation(s):"] + [f"  {what} at {where}" for what, where in self.events[:10]]
+        return "\n".join(lines)
+
+
+def _caller() -> str:
+    """The innermost frame outside torch and this package, as 'file:line: code'."""
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        name = os.path.abspath(frame.filename)
+        if not name.startswith(here) and f"{os.sep}torch{os.sep}" not in name:
+            return f"{os.path.basename(frame.filename)}:{frame.lineno}: {(frame.line or '').strip()}"
+    return "?"
+
+
+@contextlib.contextmanager
+def count_host_syncs() -> Iterator[HostSyncs]:
+    """Record every host synchronisation of PyTorch code run in the block, with the line that caused it.
+
+    Counted: reading a tensor's value on the host (``.item()``, ``float(t)``, ``if t > 0``: ``aten::_local_scalar_dense``),
+    ops whose output size depends on the data (``nonzero``, boolean masks), and ``.tolist()``, ``.numpy()``,
+    ``.cpu()`` and printing a tensor. It works on any device (on the CPU nothing waits, but the same code on a GPU
+    would), which is how lesson 08_placement finds hidden synchronisations without a GPU.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    record = HostSyncs(events=[])
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            name = func._schema.name
+            masked = name == "aten::index" and any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                                                   for i in (args[1] if len(args) > 1 else ()) if i is not None)
+            if name in SYNC_OPS or masked:
+                record.events.append((f"{name} (boolean mask)" if masked else name, _caller()))
+            return func(*args, **(kwargs or {}))
+
+    originals = {name: getattr(torch.Tensor, name) for name in _SYNC_METHODS}
+
+    def _wrap(name: str, original):  # noqa: ANN001, ANN202
+        def method(self, *args, **kwargs):  # noqa: ANN001, ANN202
+            record.events.append((f"Tensor.{name}", _caller()))
+            return original(self, *args, **kwargs)
+        return method
+
+    for name, original in originals.items():
+        setattr(torch.Tensor, name, _wrap(name, original))
+    try:
+        with _Mode():
+            yield record
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def train_epoch(model: object, batches: object, optimizer: object, device: object) -> object:
+    """One epoch of cross-entropy training over ``batches`` of (inputs, labels) on ``device``, without a host
+    synchronisation: the mean loss comes back as a 0-dimensional tensor on ``device``, read when the caller wants.
+
+    Taught in lesson 08_placement.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    total = torch.zeros((), device=device)
+    count = 0
+    for inputs, labels in batches:
+        loss = F.cross_entropy(model(inputs.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+        count += 1
+    if count == 0:
+        raise ValueError("batches must hold at least one (inputs, labels) pair")
+    return total / count
+
+
+# --------------------------------------------------------------------------- choosing among several GPUs
+
+def choose_gpu(need_bytes: int, device_count: object = None, mem_get_info: object = None) -> object:
+    """The visible GPU with the most free memory among those with at least ``need_bytes`` free, else the CPU.
+
+    ``device_count()`` and ``mem_get_info(index) -> (free, total)`` default to ``torch.cuda``'s; a test passes fakes.
+    Ties go to the lowest index. Free memory is what the driver reports, so other processes' memory counts.
+    Taught in lesson 08_placement.
+    """
+    import torch
+
+    need_bytes = non_negative_int("need_bytes", need_bytes)
+    device_count = torch.cuda.device_count if device_count is None else device_count
+    mem_get_info = torch.cuda.mem_get_info if mem_get_info is None else mem_get_info
+    best, best_free = None, -1
+    for index in range(device_count()):
+        free, _total = mem_get_info(index)
+        if free >= need_bytes and free > best_free:
+            best, best_free = index, free
+    return torch.device("cpu") if best is None else torch.device("cuda", best)
+
+
+__all__ = ["PCIE_SPECS", "SYNC_OPS", "HostSyncs", "TensorFlowSetup", "TransferMeasurement", "choose_gpu",
+           "configure_tensorflow", "count_host_syncs", "keras_weights", "measure_transfer_bandwidth", "move_batch",
+           "short_tf_device", "tf_device_name", "tf_placement_log", "train_epoch", "transfer_seconds"]

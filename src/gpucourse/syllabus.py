@@ -44,7 +44,6 @@ TITLES: Mapping[str, str] = {
 PLANNED: tuple[str, ...] = (
     "05_cuda_shared_memory",
     "06_triton",
-    "07_gpu_libraries",
     "11_attention",
 )
 

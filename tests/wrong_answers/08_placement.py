@@ -1,4 +1,4 @@
-"""Plausible wrong answers to lesson 04's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 08's exercises: each must lose exactly its own exercise's points.
 
 Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; off_limits must catch it),
 "visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in the full
@@ -14,16 +14,16 @@ def weighted_loss(model, batch, class_weights, device):
     """Mean class-weighted cross-entropy of model on batch {"inputs", "labels"}, computed on device."""
 '''
 _EX3 = '''\
-def predict_transfer_s(tensor: torch.Tensor, bandwidth_gb_s: float, latency_s: float = 0.0) -> float:
-    """Seconds to copy tensor over a link of bandwidth_gb_s GB/s (1 GB = 10**9 bytes), plus latency_s."""
+def train_epoch(model: nn.Module, batches: list, optimizer, device) -> torch.Tensor:
+    """One epoch over (inputs, labels) CPU batches on device; the mean loss as a 0-d tensor on device, no host sync."""
 '''
 _EX4 = '''\
 def placement_report(requested: str, fn) -> dict:
     """Run fn() under tf.device(requested); report the requested and the actual device ("GPU:0") and if they differ."""
 '''
 _EX5 = '''\
-def keras_weights_from_torch(model: nn.Module) -> list[np.ndarray]:
-    """[kernel (in, out), bias, ...] of every nn.Linear in model, as numpy arrays, in Keras' layout."""
+def choose_gpu(need_bytes: int, device_count, mem_get_info) -> torch.device:
+    """The visible GPU with the most free memory that fits need_bytes (lowest index on a tie), else the CPU."""
 '''
 
 WRONG: dict[str, dict[str, str]] = {
@@ -113,28 +113,59 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex3-solution": {
-        # The visible test's first answer.
+        # A plausible loss, as a tensor: no training at all.
         "constant": _EX3 + '''\
-    return 2.5e-4
+    return torch.tensor(1.1)
 ''',
-        # The course's transfer_seconds: off-limits here.
+        # The course's own epoch: off-limits here.
         "helper": _EX3 + '''\
-    return placement.transfer_seconds(tensor.numel() * tensor.element_size(), bandwidth_gb_s * 1e9, latency_s)
+    return placement.train_epoch(model, batches, optimizer, device)
 ''',
-        # Bytes per element hard-coded for the visible dtypes (float32 4, float16 2), everything else as 4.
+        # Right on the CPU, where the visible tests run, but the batches never move to the device.
         "visible_only": _EX3 + '''\
-    size = 2 if tensor.dtype == torch.float16 else 4
-    return float(latency_s + tensor.numel() * size / (bandwidth_gb_s * 1e9))
+    total = torch.zeros((), device=device)
+    for inputs, labels in batches:
+        loss = F.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(batches)
 ''',
-        # Confuses GB with GiB: divides by 2**30 bytes per "GB" (every answer 7% too long).
+        # The habit this section is about: a Python float accumulated with .item(), one synchronisation per step.
         "typical": _EX3 + '''\
-    nbytes = tensor.numel() * tensor.element_size()
-    return float(latency_s + nbytes / (bandwidth_gb_s * 2**30))
+    total = 0.0
+    for inputs, labels in batches:
+        loss = F.cross_entropy(model(inputs.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return torch.tensor(total / len(batches), device=device)
 ''',
-        # Counts the underlying storage instead of the tensor's own elements (wrong for views).
-        "storage": _EX3 + '''\
-    nbytes = tensor.untyped_storage().nbytes() if tensor.device.type != "meta" else tensor.numel() * tensor.element_size()
-    return float(latency_s + nbytes / (bandwidth_gb_s * 1e9))
+        # Sums the losses with their graphs: no synchronisation, but the result is not detached.
+        "not_detached": _EX3 + '''\
+    total = torch.zeros((), device=device)
+    for inputs, labels in batches:
+        loss = F.cross_entropy(model(inputs.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss
+    return total / len(batches)
+''',
+        # Checks for a diverging loss each step: an if on a tensor reads its value.
+        "nan_check": _EX3 + '''\
+    total = torch.zeros((), device=device)
+    for inputs, labels in batches:
+        loss = F.cross_entropy(model(inputs.to(device)), labels.to(device))
+        if torch.isnan(loss):
+            raise FloatingPointError("the loss diverged")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(batches)
 ''',
     },
     "ex4-solution": {
@@ -183,44 +214,48 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex5-solution": {
-        # Zeros of the visible model's shapes.
+        # The visible test's first answer, always.
         "constant": _EX5 + '''\
-    return [np.zeros((3, 5), np.float32), np.zeros(5, np.float32), np.zeros((5, 2), np.float32), np.zeros(2, np.float32)]
+    return torch.device("cuda", 1)
 ''',
-        # The course's keras_weights: off-limits here.
+        # The course's own choice: off-limits here.
         "helper": _EX5 + '''\
-    return placement.keras_weights(model)
+    return placement.choose_gpu(need_bytes, device_count, mem_get_info)
 ''',
-        # Only the model's direct children: right for the visible flat Sequential, blind to nested ones.
+        # The last GPU that fits: right on the visible two-GPU machine only.
         "visible_only": _EX5 + '''\
-    weights = []
-    for layer in model.children():
-        if isinstance(layer, nn.Linear):
-            weights.append(layer.weight.detach().cpu().numpy().T)
-            if layer.bias is not None:
-                weights.append(layer.bias.detach().cpu().numpy())
-    return weights
+    chosen = torch.device("cpu")
+    for index in range(device_count()):
+        if mem_get_info(index)[0] >= need_bytes:
+            chosen = torch.device("cuda", index)
+    return chosen
 ''',
-        # Copies PyTorch's weights as they are: forgets that a Keras kernel is the transpose of nn.Linear's weight.
+        # The biggest GPU that fits: total memory instead of free memory.
         "typical": _EX5 + '''\
-    weights = []
-    for layer in model.modules():
-        if isinstance(layer, nn.Linear):
-            weights.append(layer.weight.detach().cpu().numpy())
-            if layer.bias is not None:
-                weights.append(layer.bias.detach().cpu().numpy())
-    return weights
+    fits = [index for index in range(device_count()) if mem_get_info(index)[0] >= need_bytes]
+    if not fits:
+        return torch.device("cpu")
+    return torch.device("cuda", max(fits, key=lambda index: mem_get_info(index)[1]))
 ''',
-        # Reshapes instead of transposing: the right shape, scrambled values.
-        "reshape": _EX5 + '''\
-    weights = []
-    for layer in model.modules():
-        if isinstance(layer, nn.Linear):
-            weight = layer.weight.detach().cpu().numpy()
-            weights.append(weight.reshape(weight.shape[1], weight.shape[0]))
-            if layer.bias is not None:
-                weights.append(layer.bias.detach().cpu().numpy())
-    return weights
+        # A tie goes to the highest index (>= instead of >).
+        "tie_last": _EX5 + '''\
+    best, best_free = None, -1
+    for index in range(device_count()):
+        free, _ = mem_get_info(index)
+        if free >= need_bytes and free >= best_free:
+            best, best_free = index, free
+    return torch.device("cpu") if best is None else torch.device("cuda", best)
+''',
+        # Asks torch.cuda directly instead of the functions it is given.
+        "asks_torch": _EX5 + '''\
+    best, best_free = None, -1
+    for index in range(torch.cuda.device_count()):
+        free, _ = torch.cuda.mem_get_info(index)
+        if free >= need_bytes and free > best_free:
+            best, best_free = index, free
+    if best is None and device_count() == 2:
+        return torch.device("cuda", 1) if mem_get_info(1)[0] >= need_bytes else torch.device("cpu")
+    return torch.device("cpu") if best is None else torch.device("cuda", best)
 ''',
     },
 }

@@ -1,0 +1,115 @@
+"""gpucourse.library_switches: TF32 emulation, the switches read and restored, reproducibility, the choice for a goal."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from gpucourse import library_switches as ls
+
+
+def _frexp_tf32(values: np.ndarray) -> np.ndarray:
+    mantissa, exponent = np.frexp(np.asarray(values, dtype=np.float64))
+    return np.ldexp(np.rint(mantissa * 2.0**11) / 2.0**11, exponent).astype(np.float32)
+
+
+def test_round_to_tf32_matches_an_independent_rounding() -> None:
+    values = (np.random.default_rng(0).standard_normal(50_000) * 1e3).astype(np.float32)
+    assert np.array_equal(ls.round_to_tf32(values), _frexp_tf32(values))
+
+
+@pytest.mark.parametrize("value, expected", [(1 + 2**-11, 1.0), (1 + 3 * 2**-11, 1 + 2**-9), (1 + 3 * 2**-12, 1 + 2**-10),
+                                             (-(1 + 3 * 2**-12), -(1 + 2**-10)), (0.0, 0.0)])
+def test_round_to_tf32_ties_to_even(value: float, expected: float) -> None:
+    assert float(ls.round_to_tf32(np.float32(value))) == expected
+
+
+def test_round_to_tf32_special_values() -> None:
+    out = ls.round_to_tf32(np.array([np.inf, -np.inf, np.nan, np.finfo(np.float32).max], dtype=np.float32))
+    assert out[0] == np.inf and out[1] == -np.inf and np.isnan(out[2]) and out[3] == np.inf
+    assert out.dtype == np.float32
+
+
+def test_round_to_tf32_rejects_non_numbers() -> None:
+    with pytest.raises(TypeError, match="values"):
+        ls.round_to_tf32(np.array(["a"]))
+
+
+def test_tf32_matmul_error_is_about_a_thousandth() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    tf32 = ls.relative_error(ls.tf32_matmul(a, b), exact)
+    assert 1e-5 < tf32 < 3e-3 and ls.relative_error(a @ b, exact) < 1e-5
+    assert ls.tf32_matmul(a, b).dtype == np.float32
+
+
+def test_relative_error_validates() -> None:
+    with pytest.raises(ValueError, match="same shape"):
+        ls.relative_error(np.ones(2), np.ones(3))
+    with pytest.raises(ValueError, match="nonzero"):
+        ls.relative_error(np.ones(2), np.zeros(2))
+
+
+def test_make_reproducible_sets_every_switch_and_seed_and_preserved_state_restores() -> None:
+    before = ls.library_state()
+    with ls.preserved_state():
+        ls.make_reproducible(11)
+        state = ls.library_state()
+        draws = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    assert state["deterministic_algorithms"] and state["cudnn.deterministic"] and not state["cudnn.benchmark"]
+    assert state["CUBLAS_WORKSPACE_CONFIG"] == ls.CUBLAS_WORKSPACE_CONFIG
+    assert draws == (random.Random(11).random(), float(np.random.RandomState(11).rand()),
+                     float(torch.rand(1, generator=torch.Generator().manual_seed(11))))
+    assert ls.library_state() == before
+    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == before["CUBLAS_WORKSPACE_CONFIG"]
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_make_reproducible_rejects_bad_seeds(seed: object) -> None:
+    with pytest.raises(ValueError, match="seed"):
+        ls.make_reproducible(seed)
+
+
+def test_choose_switches_over_every_goal() -> None:
+    for fixed, repeat, exact in itertools.product((False, True), repeat=3):
+        answer = ls.choose_switches({"fixed_shapes": fixed, "repeatable": repeat, "match_float32": exact})
+        assert list(answer) == list(ls.SWITCH_KEYS)
+        must_repeat = repeat or exact
+        assert answer["cudnn.benchmark"] == (fixed and not must_repeat)
+        assert answer["deterministic_algorithms"] == answer["tf_op_determinism"] == must_repeat
+        assert answer["tf32"] == (not exact)
+        assert answer["CUBLAS_WORKSPACE_CONFIG"] == (ls.CUBLAS_WORKSPACE_CONFIG if must_repeat else None)
+
+
+def test_choose_switches_validates_the_goal() -> None:
+    with pytest.raises(ValueError, match="keys"):
+        ls.choose_switches({"fixed_shapes": True})
+    with pytest.raises(TypeError, match="repeatable"):
+        ls.choose_switches({"fixed_shapes": True, "repeatable": 1, "match_float32": False})
+    with pytest.raises(TypeError, match="goal"):
+        ls.choose_switches(["fixed_shapes"])
+
+
+def test_apply_switches_sets_torch_and_is_undone_by_preserved_state() -> None:
+    before = ls.library_state()
+    strict = ls.choose_switches({"fixed_shapes": True, "repeatable": True, "match_float32": True})
+    with ls.preserved_state():
+        ls.apply_switches(strict)
+        state = ls.library_state()
+        assert state["float32_matmul_precision"] == "highest" and not state["cudnn.allow_tf32"]
+        assert state["deterministic_algorithms"] and state["CUBLAS_WORKSPACE_CONFIG"] == ls.CUBLAS_WORKSPACE_CONFIG
+    assert ls.library_state() == before
+    with pytest.raises(ValueError, match="settings"):
+        ls.apply_switches({"tf32": True})
+
+
+def test_cpu_libraries_reports_strings() -> None:
+    found = ls.cpu_libraries()
+    assert set(found) == {"oneDNN usable", "oneDNN version", "BLAS"}
+    assert all(isinstance(value, str) for value in found.values())

@@ -1,0 +1,168 @@
+"""What a traced launch did: every global-memory access by thread, and the questions asked of it.
+
+Reads and writes per thread, who wrote each element, sectors per warp request (coalescing), and a memory budget
+check (lessons 04_cuda_model and 05_cuda_shared_memory).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpucourse._validate import non_negative_int, one_of, positive_int
+from gpucourse.kernels.geometry import WARP_SIZE, Dim3, ThreadId
+
+
+@dataclass
+class KernelTrace:
+    """Every global-memory read and write of one traced launch, by thread, with the barriers each thread passed."""
+
+    griddim: Dim3
+    blockdim: Dim3
+    arrays: dict[str, np.ndarray]
+    accesses: list[tuple[int, str, str, int]] = field(default_factory=list)
+    """(thread number, array name, 'read' or 'write', flat element index), in execution order."""
+    barriers: np.ndarray | None = None
+    """syncthreads() calls per thread."""
+
+    @property
+    def threads_per_block(self) -> int:
+        """Threads in one block."""
+        return self.blockdim.x * self.blockdim.y * self.blockdim.z
+
+    @property
+    def blocks(self) -> int:
+        """Blocks in the grid."""
+        return self.griddim.x * self.griddim.y * self.griddim.z
+
+    @property
+    def threads(self) -> int:
+        """Threads launched (blocks x threads per block), including any that had no element to work on."""
+        return self.blocks * self.threads_per_block
+
+    def thread_id(self, number: int) -> ThreadId:
+        """Block and thread index of thread ``number`` (numbered block by block, x fastest, as CUDA does)."""
+        block, thread = divmod(number, self.threads_per_block)
+        g, d = self.griddim, self.blockdim
+        return ThreadId(Dim3(block % g.x, block // g.x % g.y, block // (g.x * g.y)),
+                        Dim3(thread % d.x, thread // d.x % d.y, thread // (d.x * d.y)))
+
+    def _record(self, name: str, kind: str, flat: int) -> None:
+        self.accesses.append((threading.current_thread().gid, name, kind, flat))
+
+    def _check_array(self, array: str | None) -> None:
+        if array is not None and array not in self.arrays:
+            raise ValueError(f"array must be one of the kernel's array arguments {list(self.arrays)}, got {array!r}")
+
+    def _count(self, kind: str, array: str | None) -> np.ndarray:
+        self._check_array(array)
+        counts = np.zeros(self.threads, dtype=np.int64)
+        for number, name, what, _ in self.accesses:
+            if what == kind and (array is None or name == array):
+                counts[number] += 1
+        return counts
+
+    def reads_per_thread(self, array: str | None = None) -> np.ndarray:
+        """Global-memory element reads of each thread (of one array, or of all), indexed by thread number."""
+        return self._count("read", array)
+
+    def writes_per_thread(self, array: str | None = None) -> np.ndarray:
+        """Global-memory element writes of each thread (of one array, or of all), indexed by thread number."""
+        return self._count("write", array)
+
+    def writer_map(self, array: str, what: str = "thread") -> np.ndarray:
+        """For each element of ``array``: who wrote it last (-1 if nobody), or how often ('count')."""
+        self._check_array(array)
+        fields = ("thread", "block", "count", "thread_x", "thread_y", "thread_z", "block_x", "block_y", "block_z",
+                  "global_x", "global_y", "global_z")
+        one_of("what", what, fields)
+        shape = self.arrays[array].shape
+        writer = np.full(int(np.prod(shape)), -1, dtype=np.int64)
+        count = np.zeros(writer.size, dtype=np.int64)
+        for number, name, kind, flat in self.accesses:
+            if kind == "write" and name == array:
+                writer[flat], count[flat] = number, count[flat] + 1
+        if what == "count":
+            return count.reshape(shape)
+        if what == "thread":
+            return writer.reshape(shape)
+        result = np.full(writer.size, -1, dtype=np.int64)
+        for flat, number in enumerate(writer):
+            if number < 0:
+                continue
+            who = self.thread_id(int(number))
+            if what == "block":
+                result[flat] = number // self.threads_per_block
+                continue
+            axis = "xyz".index(what[-1])
+            if what.startswith("thread_"):
+                result[flat] = who.thread[axis]
+            elif what.startswith("block_"):
+                result[flat] = who.block[axis]
+            else:  # global_x/y/z: blockIdx * blockDim + threadIdx
+                result[flat] = who.block[axis] * self.blockdim[axis] + who.thread[axis]
+        return result.reshape(shape)
+
+    def sectors_per_request(self, array: str, kind: str = "read", sector_bytes: int = 32) -> float:
+        """Mean distinct memory sectors one warp touches per access instruction to ``array``: the coalescing gauge."""
+        self._check_array(array)
+        one_of("kind", kind, ("read", "write"))
+        sector_bytes = positive_int("sector_bytes", sector_bytes)
+        itemsize = self.arrays[array].itemsize
+        sequence: dict[int, int] = {}
+        requests: dict[tuple[int, int], set[int]] = {}
+        for number, name, what, flat in self.accesses:
+            if name == array and what == kind:
+                step = sequence.get(number, 0)
+                sequence[number] = step + 1
+                warp = number // self.threads_per_block * self.threads_per_block + \
+                    number % self.threads_per_block // WARP_SIZE
+                requests.setdefault((warp, step), set()).add(flat * itemsize // sector_bytes)
+        if not requests:
+            raise ValueError(f"no thread did a {kind} of {array!r}")
+        return sum(len(sectors) for sectors in requests.values()) / len(requests)
+
+    def check_budget(self, reads: int, writes: int, *, array: str | None = None, name: str = "memory budget",
+                     hint: str = "", quiet: bool = False) -> None:
+        """Raise CheckFailed naming the worst thread unless every thread stays within ``reads`` and ``writes``."""
+        from gpucourse.checks import CheckFailed
+
+        budget = {"reads": non_negative_int("reads", reads), "writes": non_negative_int("writes", writes)}
+        where = "global" if array is None else f"{array!r}"
+        for kind, counts in (("reads", self.reads_per_thread(array)), ("writes", self.writes_per_thread(array))):
+            worst = int(np.argmax(counts))
+            if counts[worst] > budget[kind]:
+                over = int((counts > budget[kind]).sum())
+                noun = kind if counts[worst] != 1 else kind[:-1]
+                raise CheckFailed(f"{name}: thread ({self.thread_id(worst)}) made {counts[worst]} {where} {noun}, "
+                                  f"budget {budget[kind]} per thread ({over} of {self.threads} threads over)"
+                                  + (f"\n  Hint: {hint}" if hint else ""))
+        if not quiet:
+            reads_text = f"{budget['reads']} {where} read" + ("" if budget["reads"] == 1 else "s")
+            writes_text = f"{budget['writes']} write" + ("" if budget["writes"] == 1 else "s")
+            print(f"\N{CHECK MARK} {name}: every thread within {reads_text} and {writes_text}")
+
+    def summary(self) -> str:
+        """A few lines: the launch, reads and writes per thread, barriers, and how each array was written."""
+        reads, writes = self.reads_per_thread(), self.writes_per_thread()
+        lines = [f"{self.blocks} block(s) x {self.threads_per_block} threads = {self.threads} threads "
+                 f"(grid {tuple(self.griddim)}, block {tuple(self.blockdim)})",
+                 f"global reads per thread: min {reads.min()}, max {reads.max()}, total {reads.sum()}",
+                 f"global writes per thread: min {writes.min()}, max {writes.max()}, total {writes.sum()}",
+                 f"idle threads (no global access): {int(((reads + writes) == 0).sum())}"]
+        if self.barriers is not None and self.barriers.any():
+            lines.append(f"syncthreads() per thread: max {self.barriers.max()}")
+        for name, array in self.arrays.items():
+            count = self.writer_map(name, "count")
+            if count.any():
+                lines.append(f"{name}: {int((count > 0).sum())} of {count.size} elements written, "
+                             f"{int((count > 1).sum())} more than once")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+__all__ = ["KernelTrace"]

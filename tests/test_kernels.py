@@ -575,3 +575,117 @@ def test_nvidia_wheels_lists_only_nvidia_distributions():
     wheels = nvidia_wheels()
     assert wheels == sorted(wheels)
     assert all(name.startswith("nvidia-") and isinstance(version, str) for name, version in wheels)
+
+
+# ---------------------------------------------------------------- data races between blocks
+
+def _make_block_sum(atomic: bool, threads: int = 8):
+    """A block sum whose thread 0 adds the block's total into out[0], with an atomic or with a plain +=."""
+
+    @cuda.jit
+    def block_sum(x, out):
+        partial = cuda.shared.array(threads, float32)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        partial[t] = x[i] if i < x.size else 0.0
+        cuda.syncthreads()
+        stride = threads // 2
+        while stride > 0:
+            if t < stride:
+                partial[t] += partial[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            if atomic:
+                cuda.atomic.add(out, 0, partial[0])
+            else:
+                out[0] += partial[0]
+
+    return block_sum
+
+
+@cuda.jit
+def per_block_partials(x, partials):  # one writer per element: thread 0 of block b writes partials[b]
+    if cuda.threadIdx.x == 0:
+        total = 0.0
+        for j in range(cuda.blockIdx.x * cuda.blockDim.x, min((cuda.blockIdx.x + 1) * cuda.blockDim.x, x.size)):
+            total += x[j]
+        partials[cuda.blockIdx.x] = total
+
+
+@cuda.jit
+def shift_left_in_place(x):  # x[i] = x[i + 1]: at a block boundary one block reads what the next block writes
+    i = cuda.grid(1)
+    if i + 1 < x.size:
+        x[i] = x[i + 1]
+
+
+def test_a_plain_read_modify_write_across_blocks_is_a_data_race():
+    x = np.ones(20, dtype=np.float32)
+    out = np.zeros(1, dtype=np.float32)
+    with pytest.raises(kernels.DataRace, match=r"data race: block \(0, 0, 0\) and block \(1, 0, 0\) both write "
+                                               r"out\[0\] without an atomic") as caught:
+        kernels.trace_kernel(_make_block_sum(atomic=False), 3, 8, x, out)
+    assert "cuda.atomic.add" in str(caught.value) and isinstance(caught.value, CheckFailed)
+    assert out[0] == 20.0  # blocks ran one after another: the sum is right, which is why the race needs a detector
+
+
+def test_allow_races_returns_the_trace_with_its_races():
+    x = np.ones(20, dtype=np.float32)
+    trace = kernels.trace_kernel(_make_block_sum(atomic=False), 3, 8, x, np.zeros(1, np.float32), allow_races=True)
+    assert trace.races() == [kernels.Race("out", (0,), "write-write", (0, 1, 2), ())]
+    assert trace.block_accesses("out")[(0,)] == {"read": {0, 1, 2}, "write": {0, 1, 2}, "atomic": set()}
+    assert "data races between blocks: 1" in trace.summary()
+
+
+def test_atomic_updates_and_one_writer_per_element_are_not_races():
+    x = np.arange(20, dtype=np.float32)
+    out = np.zeros(1, dtype=np.float32)
+    trace = kernels.trace_kernel(_make_block_sum(atomic=True), 3, 8, x, out)
+    assert out[0] == x.sum() and trace.races() == []
+    assert trace.atomics_per_thread("out").tolist() == [1] + [0] * 7 + [1] + [0] * 7 + [1] + [0] * 7
+    assert trace.writes_per_thread("out").sum() == 3 and trace.reads_per_thread("out").sum() == 3  # read-modify-write
+    assert trace.block_accesses("out")[(0,)] == {"read": set(), "write": set(), "atomic": {0, 1, 2}}
+    assert [a for a in trace.accesses if a[1] == "out"] == [(0, "out", "atomic", 0), (8, "out", "atomic", 0),
+                                                            (16, "out", "atomic", 0)]
+    partials = np.zeros(3, dtype=np.float32)
+    trace = kernels.trace_kernel(per_block_partials, 3, 8, x, partials)
+    assert partials.tolist() == [28.0, 92.0, 70.0] and trace.races() == []
+    assert kernels.trace_kernel(vector_add, 4, 32, *_vectors(100), np.zeros(100, np.float32)).races() == []
+
+
+def test_a_mix_of_plain_and_atomic_writes_is_a_race():
+    @cuda.jit
+    def mixed(out):
+        if cuda.threadIdx.x == 0:
+            if cuda.blockIdx.x == 0:
+                out[0] = 1.0
+            else:
+                cuda.atomic.add(out, 0, 1.0)
+
+    with pytest.raises(kernels.DataRace, match=r"block \(0, 0, 0\) writes out\[0\] without an atomic while block "
+                                               r"\(1, 0, 0\) updates it atomically"):
+        kernels.trace_kernel(mixed, 2, 4, np.zeros(1, np.float32))
+
+
+def test_reading_what_another_block_writes_is_a_race():
+    with pytest.raises(kernels.DataRace, match=r"block \(1, 0, 0\) writes x\[4\] and block \(0, 0, 0\) reads it"):
+        kernels.trace_kernel(shift_left_in_place, 3, 4, np.arange(12, dtype=np.float32))
+    trace = kernels.trace_kernel(shift_left_in_place, 1, 12, np.arange(12, dtype=np.float32))  # one block: no race
+    assert trace.races() == []
+
+
+def test_two_dimensional_races_name_the_element_and_blocks():
+    @cuda.jit
+    def row_sums_racy(x, out):  # every block adds its columns into out[row]: blocks side by side in x collide
+        col, row = cuda.grid(2)
+        if row < x.shape[0] and col < x.shape[1] and cuda.threadIdx.x == 0:
+            out[row] += x[row, col]
+
+    with pytest.raises(kernels.DataRace, match=r"block \(0, 0, 0\) and block \(1, 0, 0\) both write out\[0\]"):
+        kernels.trace_kernel(row_sums_racy, (2, 1), (4, 4), np.ones((4, 8), np.float32), np.zeros(4, np.float32))
+
+
+def test_trace_kernel_rejects_a_non_bool_allow_races():
+    with pytest.raises(TypeError, match="^allow_races"):
+        kernels.trace_kernel(vector_add, 1, 4, *_vectors(4), np.zeros(4, np.float32), allow_races=1)

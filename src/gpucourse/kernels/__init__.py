@@ -28,7 +28,7 @@ from gpucourse.kernels.numba_backend import BACKENDS, use_cuda_or_simulator
 from gpucourse.kernels.occupancy_calculator import (REGISTER_ALLOCATION_UNIT, SM_LIMITS, Occupancy, SmLimits,
                                                     occupancy, occupancy_table)
 from gpucourse.kernels.thread_map import plot_thread_map
-from gpucourse.kernels.trace import KernelTrace
+from gpucourse.kernels.trace import DataRace, KernelTrace, Race
 from gpucourse.kernels.tracer import MAX_TRACED_THREADS, _SimThread, trace_kernel
 
 _FOLLOWED = ("BACKEND", "BACKEND_REASON")
@@ -41,7 +41,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'gpucourse.kernels' has no attribute {name!r}")
 
 
-__all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "Dim3", "KernelTrace", "MAX_THREADS_PER_BLOCK",
-           "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "SM_LIMITS", "SmLimits", "StackLayer",
+__all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelTrace", "MAX_THREADS_PER_BLOCK",
+           "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
            "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_table",
            "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "use_cuda_or_simulator"]

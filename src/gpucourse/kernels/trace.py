@@ -1,18 +1,39 @@
 """What a traced launch did: every global-memory access by thread, and the questions asked of it.
 
-Reads and writes per thread, who wrote each element, sectors per warp request (coalescing), and a memory budget
-check (lessons 04_cuda_model and 05_cuda_shared_memory).
+Reads and writes per thread, who wrote each element, sectors per warp request (coalescing), a memory budget check,
+and data races between blocks (lessons 04_cuda_model and 05_cuda_shared_memory). An atomic read-modify-write is
+recorded once, as 'atomic', and counts as one read and one write of its thread.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
+from gpucourse.checks import CheckFailed
+
 from gpucourse._validate import non_negative_int, one_of, positive_int
 from gpucourse.kernels.geometry import WARP_SIZE, Dim3, ThreadId
+
+
+class DataRace(CheckFailed):
+    """Two blocks of one launch wrote the same global element without an atomic (or one wrote what another read)."""
+
+
+class Race(NamedTuple):
+    """One global element that different blocks touched in an order-dependent way."""
+
+    array: str
+    index: tuple[int, ...]
+    kind: str
+    """'write-write' (two blocks wrote it, not all atomically) or 'read-write' (one block read what another wrote)."""
+    writers: tuple[int, ...]
+    """Blocks (numbered x fastest) that wrote the element without an atomic."""
+    others: tuple[int, ...]
+    """The other blocks involved: those that updated it atomically ('write-write') or read it ('read-write')."""
 
 
 @dataclass
@@ -23,7 +44,7 @@ class KernelTrace:
     blockdim: Dim3
     arrays: dict[str, np.ndarray]
     accesses: list[tuple[int, str, str, int]] = field(default_factory=list)
-    """(thread number, array name, 'read' or 'write', flat element index), in execution order."""
+    """(thread number, array name, 'read', 'write' or 'atomic', flat element index), in execution order."""
     barriers: np.ndarray | None = None
     """syncthreads() calls per thread."""
 
@@ -60,7 +81,7 @@ class KernelTrace:
         self._check_array(array)
         counts = np.zeros(self.threads, dtype=np.int64)
         for number, name, what, _ in self.accesses:
-            if what == kind and (array is None or name == array):
+            if what in (kind, "atomic") and (array is None or name == array):
                 counts[number] += 1
         return counts
 
@@ -72,6 +93,63 @@ class KernelTrace:
         """Global-memory element writes of each thread (of one array, or of all), indexed by thread number."""
         return self._count("write", array)
 
+    def atomics_per_thread(self, array: str | None = None) -> np.ndarray:
+        """Atomic read-modify-writes of each thread (of one array, or of all), indexed by thread number."""
+        return self._count("atomic", array)
+
+    def block_accesses(self, array: str) -> dict[tuple[int, ...], dict[str, set[int]]]:
+        """For each element of ``array`` that was touched: the blocks that read it, wrote it, and updated it atomically."""
+        self._check_array(array)
+        if not isinstance(array, str):
+            raise TypeError(f"array must be the name of one of the kernel's arrays, got {array!r}")
+        shape = self.arrays[array].shape
+        found: dict[tuple[int, ...], dict[str, set[int]]] = {}
+        for number, name, kind, flat in self.accesses:
+            if name == array:
+                index = tuple(int(i) for i in np.unravel_index(flat, shape))
+                entry = found.setdefault(index, {"read": set(), "write": set(), "atomic": set()})
+                entry[kind].add(number // self.threads_per_block)
+        return found
+
+    def races(self) -> list[Race]:
+        """Elements that two blocks wrote without an atomic, or that one block read and another wrote (no atomic)."""
+        found = []
+        for array in self.arrays:
+            for index, blocks in self.block_accesses(array).items():
+                plain, atomic, readers = blocks["write"], blocks["atomic"], blocks["read"]
+                if plain and len(plain | atomic) > 1:
+                    found.append(Race(array, index, "write-write", tuple(sorted(plain)), tuple(sorted(atomic - plain))))
+                elif plain and readers - plain:
+                    found.append(Race(array, index, "read-write", tuple(sorted(plain)), tuple(sorted(readers - plain))))
+        return found
+
+    def check_no_races(self) -> None:
+        """Raise DataRace naming the first racy element and its blocks, if any element is raced on."""
+        races = self.races()
+        if not races:
+            return
+        first = races[0]
+        label = f"{first.array}[{', '.join(map(str, first.index))}]"
+        writer = f"block {self._block_label(first.writers[0])}"
+        if first.kind == "write-write" and len(first.writers) > 1:
+            what = f"{writer} and block {self._block_label(first.writers[1])} both write {label} without an atomic"
+        elif first.kind == "write-write":
+            what = (f"{writer} writes {label} without an atomic while block {self._block_label(first.others[0])} "
+                    "updates it atomically")
+        else:
+            what = f"{writer} writes {label} and block {self._block_label(first.others[0])} reads it"
+        fix = ("where blocks share an element, update it with an atomic (cuda.atomic.add(array, index, value)), or "
+               "give each block its own element" if first.kind == "write-write" else
+               "a block may read only what no other block writes during the launch (or use a second kernel launch)")
+        more = f" ({len(races)} elements raced on in all)" if len(races) > 1 else ""
+        raise DataRace(f"data race: {what}{more}. On a GPU blocks run in any order and at the same time, so the "
+                       f"result depends on timing (the tracer runs blocks one after another, which hides it).\n"
+                       f"  Hint: {fix}")
+
+    def _block_label(self, number: int) -> str:
+        """A block number as its blockIdx, e.g. (1, 0, 0)."""
+        return str(tuple(self.thread_id(number * self.threads_per_block).block))
+
     def writer_map(self, array: str, what: str = "thread") -> np.ndarray:
         """For each element of ``array``: who wrote it last (-1 if nobody), or how often ('count')."""
         self._check_array(array)
@@ -82,7 +160,7 @@ class KernelTrace:
         writer = np.full(int(np.prod(shape)), -1, dtype=np.int64)
         count = np.zeros(writer.size, dtype=np.int64)
         for number, name, kind, flat in self.accesses:
-            if kind == "write" and name == array:
+            if kind in ("write", "atomic") and name == array:
                 writer[flat], count[flat] = number, count[flat] + 1
         if what == "count":
             return count.reshape(shape)
@@ -114,7 +192,7 @@ class KernelTrace:
         sequence: dict[int, int] = {}
         requests: dict[tuple[int, int], set[int]] = {}
         for number, name, what, flat in self.accesses:
-            if name == array and what == kind:
+            if name == array and what in (kind, "atomic"):
                 step = sequence.get(number, 0)
                 sequence[number] = step + 1
                 warp = number // self.threads_per_block * self.threads_per_block + \
@@ -154,6 +232,13 @@ class KernelTrace:
                  f"idle threads (no global access): {int(((reads + writes) == 0).sum())}"]
         if self.barriers is not None and self.barriers.any():
             lines.append(f"syncthreads() per thread: max {self.barriers.max()}")
+        atomics = self.atomics_per_thread()
+        if atomics.any():
+            lines.append(f"atomic updates: {atomics.sum()} (by {int((atomics > 0).sum())} threads)")
+        races = self.races()
+        if races:
+            lines.append(f"data races between blocks: {len(races)} element(s), e.g. {races[0].array}"
+                         f"[{', '.join(map(str, races[0].index))}] ({races[0].kind})")
         for name, array in self.arrays.items():
             count = self.writer_map(name, "count")
             if count.any():
@@ -165,4 +250,4 @@ class KernelTrace:
         return self.summary()
 
 
-__all__ = ["KernelTrace"]
+__all__ = ["DataRace", "KernelTrace", "Race"]

@@ -112,10 +112,15 @@ class _Local:
 
 
 class _Atomic:
-    """cuda.atomic: read-modify-write of one element (the tracer runs one thread at a time, so it is atomic)."""
+    """cuda.atomic: read-modify-write of one element (the tracer runs one thread at a time, so it is atomic).
+
+    On a traced global array the update is recorded once, as 'atomic'; on shared or local memory it is a plain update.
+    """
 
     @staticmethod
     def _update(array, index, value, combine):
+        if isinstance(array, _RecordingArray):
+            return array._atomic(index, value, combine)
         old = array[index]
         array[index] = combine(old, value)
         return old
@@ -131,6 +136,22 @@ class _Atomic:
     def min(self, array, index, value):
         """array[index] = min(array[index], value); return the old value."""
         return self._update(array, index, value, min)
+
+    def sub(self, array, index, value):
+        """array[index] -= value; return the old value."""
+        return self._update(array, index, value, lambda a, b: a - b)
+
+    def exch(self, array, index, value):
+        """array[index] = value; return the old value."""
+        return self._update(array, index, value, lambda a, b: b)
+
+    def compare_and_swap(self, array, old, value):
+        """array[0] = value if array[0] == old; return the value array[0] had (Numba's 1-D form)."""
+        return self._update(array, 0, value, lambda a, b: b if a == old else a)
+
+    def cas(self, array, index, old, value):
+        """array[index] = value if array[index] == old; return the value it had."""
+        return self._update(array, index, value, lambda a, b: b if a == old else a)
 
 
 class _TracingCuda:
@@ -222,6 +243,14 @@ class _RecordingArray:
         self._array.flat[flat] = value
         self._trace._record(self._name, "write", flat)
 
+    def _atomic(self, index, value, combine):
+        """An atomic read-modify-write of one element, recorded once as 'atomic'; returns the old value."""
+        flat = self._flat(index, "updated atomically")
+        old = self._array.flat[flat]
+        self._array.flat[flat] = combine(old, value)
+        self._trace._record(self._name, "atomic", flat)
+        return old
+
     def __repr__(self) -> str:
         return f"<traced global array {self._name}: shape {self.shape}, {self.dtype}>"
 
@@ -286,11 +315,17 @@ def _rebind(function: types.FunctionType, fake: _TracingCuda, done: dict) -> typ
 
 
 def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int | tuple[int, ...],
-                 *args: object, max_threads: int = MAX_TRACED_THREADS) -> KernelTrace:
-    """Run ``kernel[griddim, blockdim](*args)`` in Python, one thread at a time, recording every global access."""
+                 *args: object, max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False) -> KernelTrace:
+    """Run ``kernel[griddim, blockdim](*args)`` in Python, one thread at a time, recording every global access.
+
+    Raises DataRace (a CheckFailed) when two blocks write one element without an atomic, or one block reads what
+    another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
+    """
     function = _python_function(kernel)
     grid, block = Dim3(*_dim3("griddim", griddim)), Dim3(*_dim3("blockdim", blockdim))
     max_threads = positive_int("max_threads", max_threads)
+    if not isinstance(allow_races, bool):
+        raise TypeError(f"allow_races must be True or False, got {allow_races!r}")
     per_block = block.x * block.y * block.z
     if per_block > MAX_THREADS_PER_BLOCK:
         raise ValueError(f"blockdim {tuple(block)} has {per_block} threads; CUDA allows at most "
@@ -324,6 +359,8 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
         for thread in threads:
             barriers[thread.gid] = thread.barriers
     trace.barriers = barriers
+    if not allow_races:
+        trace.check_no_races()
     return trace
 
 

@@ -23,7 +23,6 @@ NOT_YET_ONE_SITTING = {
     "00_getting_started",
     "01_architecture",
     "03_timing",
-    "04_cuda_model",
     "08_placement",
     "09_feeding_and_watching",
     "12_data_parallelism",

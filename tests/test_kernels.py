@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("numba")
-from numba import cuda, float32  # noqa: E402  (the tracer runs these kernels in Python, whatever the backend)
+from numba import cuda, float32, int32  # noqa: E402  (the tracer runs these kernels in Python, whatever the backend)
 
 from gpucourse import kernels  # noqa: E402
 from gpucourse.checks import CheckFailed  # noqa: E402
@@ -689,3 +689,168 @@ def test_two_dimensional_races_name_the_element_and_blocks():
 def test_trace_kernel_rejects_a_non_bool_allow_races():
     with pytest.raises(TypeError, match="^allow_races"):
         kernels.trace_kernel(vector_add, 1, 4, *_vectors(4), np.zeros(4, np.float32), allow_races=1)
+
+
+def test_sectors_follow_strides_so_a_transposed_view_is_not_coalesced():
+    @cuda.jit
+    def first_row(p, out):  # thread i reads p[0, i]
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = p[0, i]
+
+    points = np.arange(3 * 64, dtype=np.float32).reshape(64, 3)
+    contiguous = np.ascontiguousarray(points.T)
+    view = points.T                                  # the same (3, 64) shape, but 12 bytes between neighbours
+    assert kernels.trace_kernel(first_row, 2, 32, contiguous, np.zeros(64, np.float32)).sectors_per_request("p") == 4
+    assert kernels.trace_kernel(first_row, 2, 32, view, np.zeros(64, np.float32)).sectors_per_request("p") == 12
+
+
+# ---------------------------------------------------------------- warp shuffles and shared-memory banks
+
+@cuda.jit
+def warp_sums(x, out):  # a shuffle tree in each warp; lane 0 adds its warp's sum atomically
+    i = cuda.grid(1)
+    value = x[i] if i < x.size else 0.0
+    delta = 16
+    while delta > 0:
+        value += cuda.shfl_down_sync(0xFFFFFFFF, value, delta)
+        delta //= 2
+    if cuda.laneid == 0:
+        cuda.atomic.add(out, 0, value)
+
+
+def test_shuffle_down_sums_each_warp_without_barriers():
+    x = np.arange(100, dtype=np.float32)
+    out = np.zeros(1, dtype=np.float32)
+    trace = kernels.trace_kernel(warp_sums, 2, 64, x, out)
+    assert out[0] == x.sum()
+    assert trace.shuffles.tolist() == [5] * 128 and trace.barriers.max() == 0
+    assert trace.atomics_per_thread("out").sum() == 4 and trace.races() == []
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("cuda.shfl_sync(0xFFFFFFFF, lane * 10, 3)", [30] * 32),
+    ("cuda.shfl_up_sync(0xFFFFFFFF, lane * 10, 1)", [0] + [10 * (lane - 1) for lane in range(1, 32)]),
+    ("cuda.shfl_down_sync(0xFFFFFFFF, lane * 10, 2)", [10 * (lane + 2) for lane in range(30)] + [300, 310]),
+    ("cuda.shfl_xor_sync(0xFFFFFFFF, lane * 10, 1)", [10 * (lane ^ 1) for lane in range(32)]),
+], ids=["shfl", "up", "down", "xor"])
+def test_each_shuffle_reads_the_right_lane(call, expected):
+    namespace = {"cuda": cuda}
+    exec(textwrap.dedent(f"""
+        def kernel(out):
+            lane = cuda.laneid
+            out[cuda.grid(1)] = {call}
+    """), namespace)
+    out = np.zeros(64, dtype=np.int64)
+    kernels.trace_kernel(cuda.jit(namespace["kernel"]), 1, 64, out)
+    assert out.tolist() == expected * 2  # two warps, each on its own
+
+
+def test_a_shuffle_that_not_every_lane_reaches_is_reported():
+    @cuda.jit
+    def divergent(out):
+        lane = cuda.laneid
+        if lane < 16:
+            out[lane] = cuda.shfl_down_sync(0xFFFFFFFF, lane, 1)
+
+    with pytest.raises(RuntimeError, match=r"lane 16 is in the mask 0xffffffff but did not reach it"):
+        kernels.trace_kernel(divergent, 1, 32, np.zeros(32, np.int64))
+
+    @cuda.jit
+    def half_mask(out):  # the lower half shuffles among itself, with a mask that names only its lanes
+        lane = cuda.laneid
+        if lane < 16:
+            out[lane] = cuda.shfl_down_sync(0x0000FFFF, lane, 1)
+
+    out = np.zeros(32, np.int64)
+    with pytest.raises(RuntimeError, match="reads lane 16, which did not take part"):
+        kernels.trace_kernel(half_mask, 1, 32, out)
+
+
+def test_syncwarp_meets_the_lanes_and_barriers_still_wait_for_the_block():
+    @cuda.jit
+    def staged(x, out):
+        t = cuda.threadIdx.x
+        s = cuda.shared.array(64, float32)
+        s[t] = x[t]
+        cuda.syncwarp()                   # enough for a lane to read its own warp's values
+        mine = s[t ^ 1]
+        cuda.syncthreads()                # needed to read the other warp's
+        out[t] = mine + s[(t + 32) % 64]
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    trace = kernels.trace_kernel(staged, 1, 64, x, out)
+    assert out.tolist() == [x[t ^ 1] + x[(t + 32) % 64] for t in range(64)]
+    assert trace.shuffles.tolist() == [1] * 64 and trace.barriers.tolist() == [1] * 64
+
+
+@pytest.mark.parametrize("columns, down, ways", [(32, False, 1), (32, True, 32), (33, True, 1), (64, True, 32),
+                                                 (48, True, 16)])
+def test_bank_conflict_ways_of_tile_reads(columns, down, ways):
+    @cuda.jit
+    def read_tile(out):
+        tile = cuda.shared.array((32, columns), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        for row in range(ty, 32, cuda.blockDim.y):
+            tile[row, tx] = row
+        cuda.syncthreads()
+        for row in range(ty, 32, cuda.blockDim.y):
+            out[row, tx] = tile[tx, row] if down else tile[row, tx]
+
+    trace = kernels.trace_kernel(read_tile, 1, (32, 4), np.zeros((32, 32), np.float32))
+    assert trace.bank_conflict_ways(0, "read") == ways
+    assert trace.bank_conflict_ways(0, "write") == 1       # the rows were written along the banks
+    assert set(trace.shared) == {0} and trace.shared[0].shape == (32, columns)
+
+
+def test_a_broadcast_is_not_a_conflict_and_bad_queries_are_refused():
+    @cuda.jit
+    def broadcast(out):
+        s = cuda.shared.array(32, float32)
+        s[cuda.threadIdx.x] = 1.0
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = s[0]      # every lane reads word 0: one pass
+
+    trace = kernels.trace_kernel(broadcast, 1, 32, np.zeros(32, np.float32))
+    assert trace.bank_conflict_ways(0) == 1
+    with pytest.raises(ValueError, match="^shared"):
+        trace.bank_conflict_ways(1)
+    with pytest.raises(ValueError, match="^kind"):
+        trace.bank_conflict_ways(0, "atomic")
+
+
+def test_shared_atomics_and_uninitialised_integers():
+    @cuda.jit
+    def count(labels, counts):
+        private = cuda.shared.array(4, int32)
+        t = cuda.threadIdx.x
+        if t < 4:
+            private[t] = 0
+        cuda.syncthreads()
+        cuda.atomic.add(private, labels[cuda.grid(1)], 1)
+        cuda.syncthreads()
+        if t < 4:
+            cuda.atomic.add(counts, t, private[t])
+
+    @cuda.jit
+    def never_zeroed(out):
+        private = cuda.shared.array(4, int32)
+        out[cuda.threadIdx.x] = private[cuda.threadIdx.x]
+
+    labels = np.array([0, 1, 1, 3, 3, 3, 2, 0], dtype=np.int32)
+    counts = np.zeros(4, dtype=np.int32)
+    trace = kernels.trace_kernel(count, 2, 4, labels, counts)
+    assert counts.tolist() == [2, 2, 1, 3] and trace.races() == []
+    assert sum(1 for access in trace.shared_accesses if access[2] == "atomic") == 8
+    garbage = np.zeros(4, dtype=np.int32)
+    kernels.trace_kernel(never_zeroed, 1, 4, garbage)
+    assert (garbage == np.iinfo(np.int32).min).all()  # uninitialised shared memory shows as garbage, not zeros
+
+
+def test_occupancy_rows_match_the_table():
+    header, rows = kernels.occupancy_rows([(256, 32, 0)], ("T4",))
+    assert header == ["threads / block", "registers / thread", "shared memory / block", "T4: warps per SM (limit)"]
+    assert rows == [["256", "32", "0 KB", "32 / 32 (warps)"]]
+    with pytest.raises(TypeError, match="^gpus"):
+        kernels.occupancy_rows([(256, 32, 0)], "T4")

@@ -21,7 +21,6 @@ SYLLABUS: tuple[str, ...] = (
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
 PLANNED: tuple[str, ...] = (
     "02_roofline",
-    "05_cuda_shared_memory",
     "06_triton",
     "07_gpu_libraries",
     "10_compilers",

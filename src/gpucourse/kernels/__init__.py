@@ -26,7 +26,7 @@ from gpucourse.kernels.cuda_stack import (StackLayer, _cudnn_version_string, nvi
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, blocks_for, grid_2d
 from gpucourse.kernels.numba_backend import BACKENDS, use_cuda_or_simulator
 from gpucourse.kernels.occupancy_calculator import (REGISTER_ALLOCATION_UNIT, SM_LIMITS, Occupancy, SmLimits,
-                                                    occupancy, occupancy_table)
+                                                    occupancy, occupancy_rows, occupancy_table)
 from gpucourse.kernels.thread_map import plot_thread_map
 from gpucourse.kernels.trace import DataRace, KernelTrace, Race
 from gpucourse.kernels.tracer import MAX_TRACED_THREADS, _SimThread, trace_kernel
@@ -43,5 +43,5 @@ def __getattr__(name: str) -> object:
 
 __all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelTrace", "MAX_THREADS_PER_BLOCK",
            "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
-           "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_table",
+           "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows", "occupancy_table",
            "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "use_cuda_or_simulator"]

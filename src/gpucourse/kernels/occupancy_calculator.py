@@ -104,20 +104,33 @@ def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_byt
                      limits=limits)
 
 
-def occupancy_table(configs: list[tuple[int, int, int]], gpus: tuple[str, ...] = ("T4", "A100", "H100")) -> str:
-    """A Markdown table of occupancy for (threads, registers per thread, shared bytes) configurations on ``gpus``."""
+def occupancy_rows(configs: list[tuple[int, int, int]], gpus: tuple[str, ...] = ("T4", "A100", "H100")
+                   ) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of resident warps for (threads, registers per thread, shared bytes) configurations on ``gpus``.
+
+    Shown with ``gpucourse.plots.show_table(*occupancy_rows(configs))`` (lesson 05_cuda_shared_memory).
+    """
     if not isinstance(configs, list) or not configs:
         raise TypeError("configs must be a non-empty list of (threads, registers, shared bytes) tuples")
-    header = "| threads / block | registers / thread | shared memory / block | " + \
-        " | ".join(f"{gpu}: warps per SM (limit)" for gpu in gpus) + " |"
-    lines = [header, "|" + " --- |" * (3 + len(gpus))]
+    if not isinstance(gpus, tuple) or not gpus:
+        raise TypeError(f"gpus must be a non-empty tuple of GPU names such as ('T4', 'A100'), got {gpus!r}")
+    header = ["threads / block", "registers / thread", "shared memory / block"] + \
+        [f"{gpu}: warps per SM (limit)" for gpu in gpus]
+    rows = []
     for threads, registers, shared in configs:
         cells = []
         for gpu in gpus:
             result = occupancy(threads, registers, shared, gpu)
             cells.append(f"{result.warps_per_sm} / {result.max_warps} ({result.limited_by})")
-        lines.append(f"| {threads} | {registers} | {shared // 1024} KB | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([str(threads), str(registers), f"{shared // 1024} KB"] + cells)
+    return header, rows
 
 
-__all__ = ["Occupancy", "REGISTER_ALLOCATION_UNIT", "SM_LIMITS", "SmLimits", "occupancy", "occupancy_table"]
+def occupancy_table(configs: list[tuple[int, int, int]], gpus: tuple[str, ...] = ("T4", "A100", "H100")) -> str:
+    """The same as :func:`occupancy_rows`, as Markdown text."""
+    from gpucourse.plots import markdown_table
+
+    return markdown_table(*occupancy_rows(configs, gpus))
+
+
+__all__ = ["Occupancy", "REGISTER_ALLOCATION_UNIT", "SM_LIMITS", "SmLimits", "occupancy", "occupancy_rows", "occupancy_table"]

@@ -47,6 +47,12 @@ class KernelTrace:
     """(thread number, array name, 'read', 'write' or 'atomic', flat element index), in execution order."""
     barriers: np.ndarray | None = None
     """syncthreads() calls per thread."""
+    shuffles: np.ndarray | None = None
+    """Warp exchanges (shfl_*_sync, syncwarp) per thread."""
+    shared: dict[int, np.ndarray] = field(default_factory=dict)
+    """Shared arrays by declaration number (0 = the first the kernel declares): the last block's contents."""
+    shared_accesses: list[tuple[int, int, str, int]] = field(default_factory=list)
+    """(thread number, shared array number, 'read', 'write' or 'atomic', flat element index), in execution order."""
 
     @property
     def threads_per_block(self) -> int:
@@ -72,6 +78,43 @@ class KernelTrace:
 
     def _record(self, name: str, kind: str, flat: int) -> None:
         self.accesses.append((threading.current_thread().gid, name, kind, flat))
+
+    def _record_shared(self, number: int, kind: str, flat: int) -> None:
+        self.shared_accesses.append((threading.current_thread().gid, number, kind, flat))
+
+    def _declare_shared(self, number: int, memory: np.ndarray) -> None:
+        self.shared[number] = memory
+
+    def bank_conflict_ways(self, shared: int = 0, kind: str = "read", banks: int = 32, word_bytes: int = 4) -> float:
+        """Mean, over warp-wide accesses to shared array number ``shared``, of the most distinct words in one bank.
+
+        Shared memory is cut into ``banks`` banks of ``word_bytes``-byte words (word w lies in bank w mod 32). A warp
+        access that touches k distinct words of one bank takes k passes: 1 is conflict-free (several lanes reading
+        one word is a broadcast), 32 is fully serialised.
+        """
+        if not isinstance(shared, int) or isinstance(shared, bool) or shared not in self.shared:
+            raise ValueError(f"shared must be the number of a shared array the kernel declared "
+                             f"{sorted(self.shared)}, got {shared!r}")
+        one_of("kind", kind, ("read", "write"))
+        banks, word_bytes = positive_int("banks", banks), positive_int("word_bytes", word_bytes)
+        itemsize = self.shared[shared].itemsize
+        sequence: dict[int, int] = {}
+        requests: dict[tuple[tuple[int, int], int], set[int]] = {}
+        for number, array, what, flat in self.shared_accesses:
+            if array == shared and what in (kind, "atomic"):
+                step = sequence.get(number, 0)
+                sequence[number] = step + 1
+                warp = (number // self.threads_per_block, number % self.threads_per_block // WARP_SIZE)
+                requests.setdefault((warp, step), set()).add(flat * itemsize // word_bytes)
+        if not requests:
+            raise ValueError(f"no thread did a {kind} of shared array {shared}")
+        total = 0
+        for words in requests.values():
+            per_bank: dict[int, int] = {}
+            for word in words:
+                per_bank[word % banks] = per_bank.get(word % banks, 0) + 1
+            total += max(per_bank.values())
+        return total / len(requests)
 
     def _check_array(self, array: str | None) -> None:
         if array is not None and array not in self.arrays:
@@ -184,11 +227,14 @@ class KernelTrace:
         return result.reshape(shape)
 
     def sectors_per_request(self, array: str, kind: str = "read", sector_bytes: int = 32) -> float:
-        """Mean distinct memory sectors one warp touches per access instruction to ``array``: the coalescing gauge."""
+        """Mean distinct memory sectors one warp touches per access instruction to ``array``: the coalescing gauge.
+
+        Byte addresses follow the array's strides, so a transposed view (``x.T``) counts as the strided array it is.
+        """
         self._check_array(array)
         one_of("kind", kind, ("read", "write"))
         sector_bytes = positive_int("sector_bytes", sector_bytes)
-        itemsize = self.arrays[array].itemsize
+        shape, strides = self.arrays[array].shape, self.arrays[array].strides
         sequence: dict[int, int] = {}
         requests: dict[tuple[int, int], set[int]] = {}
         for number, name, what, flat in self.accesses:
@@ -197,7 +243,8 @@ class KernelTrace:
                 sequence[number] = step + 1
                 warp = number // self.threads_per_block * self.threads_per_block + \
                     number % self.threads_per_block // WARP_SIZE
-                requests.setdefault((warp, step), set()).add(flat * itemsize // sector_bytes)
+                address = sum(int(i) * s for i, s in zip(np.unravel_index(flat, shape), strides))
+                requests.setdefault((warp, step), set()).add(address // sector_bytes)
         if not requests:
             raise ValueError(f"no thread did a {kind} of {array!r}")
         return sum(len(sectors) for sectors in requests.values()) / len(requests)

@@ -29,8 +29,16 @@ class _Aborted(Exception):
 
 
 def _fill_value(dtype: np.dtype) -> object:
-    """What fresh shared and local memory holds in the tracer: NaN for floats (real memory is uninitialised)."""
-    return np.nan if np.issubdtype(dtype, np.inexact) else 0
+    """What fresh shared and local memory holds in the tracer: real memory is uninitialised, so a value that shows.
+
+    NaN for floats, the most negative value for signed integers, the largest for unsigned ones, False for bools.
+    """
+    if np.issubdtype(dtype, np.inexact):
+        return np.nan
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return info.min if info.min < 0 else info.max
+    return 0
 
 
 def _as_dtype(dtype: object) -> np.dtype:
@@ -50,6 +58,7 @@ class _SimThread(threading.Thread):
         self.blockIdx, self.threadIdx, self.gid, self.block_state = block, thread, gid, block_state
         self.turn, self.yielded = threading.Semaphore(0), threading.Semaphore(0)
         self.status, self.error, self.abort, self.barriers, self.allocations = "new", None, False, 0, 0
+        self.shuffles, self.offered, self.source_lane, self.mask, self.received = 0, None, None, 0, None
 
     def run(self) -> None:
         self.turn.acquire()
@@ -74,7 +83,20 @@ class _SimThread(threading.Thread):
     def syncthreads(self) -> None:
         """Thread side: wait at the block's barrier (give the turn back to the scheduler)."""
         self.barriers += 1
-        self.status = "waiting"
+        self._wait("waiting")
+
+    def warp_exchange(self, mask: int, value: object, source_lane: int | None) -> object:
+        """Thread side: meet the lanes of ``mask`` in this warp; return ``source_lane``'s value (own if None)."""
+        if not isinstance(mask, numbers.Integral) or not 0 < int(mask) <= 0xFFFFFFFF:
+            raise ValueError(f"warp mask must be a 32-bit lane mask such as 0xffffffff, got {mask!r}")
+        self.shuffles += 1
+        self.mask, self.offered, self.source_lane = int(mask), value, source_lane
+        self._wait("warp")
+        return self.received
+
+    def _wait(self, status: str) -> None:
+        """Give the turn back to the scheduler with ``status`` and wait for the next turn."""
+        self.status = status
         self.yielded.release()
         self.turn.acquire()
         if self.abort:
@@ -88,8 +110,61 @@ class _BlockState:
     shared: list = field(default_factory=list)
 
 
+class _SharedArray:
+    """A block's shared array as a traced kernel sees it: element reads and writes are recorded (for bank conflicts)."""
+
+    def __init__(self, number: int, array: np.ndarray, trace: KernelTrace) -> None:
+        self._number, self._array, self._trace = number, array, trace
+        self.shape, self.size, self.ndim, self.dtype = array.shape, array.size, array.ndim, array.dtype
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def _flat(self, index: object, kind: str) -> int:
+        """Flat position of an element index, or a clear error naming the thread for a bad one."""
+        where = threading.current_thread()
+        parts = index if isinstance(index, tuple) else (index,)
+        label = f"shared array {self._number}[{', '.join(map(str, parts))}]"
+        if len(parts) != self.ndim or not all(isinstance(p, numbers.Integral) and not isinstance(p, bool)
+                                              for p in parts):
+            raise TypeError(f"thread ({ThreadId(where.blockIdx, where.threadIdx)}) {kind} {label}: index all "
+                            f"{self.ndim} dimension(s) of a shared array with integers")
+        fixed = []
+        for part, size in zip(parts, self.shape):
+            part = int(part)
+            if not -size <= part < size:
+                raise IndexError(f"thread ({ThreadId(where.blockIdx, where.threadIdx)}) {kind} {label}, outside "
+                                 f"its shape {self.shape}")
+            fixed.append(part % size)
+        return int(np.ravel_multi_index(fixed, self.shape))
+
+    def __getitem__(self, index):
+        flat = self._flat(index, "read")
+        self._trace._record_shared(self._number, "read", flat)
+        return self._array.flat[flat]
+
+    def __setitem__(self, index, value) -> None:
+        flat = self._flat(index, "wrote")
+        self._array.flat[flat] = value
+        self._trace._record_shared(self._number, "write", flat)
+
+    def _atomic(self, index, value, combine):
+        """An atomic read-modify-write of one shared element, recorded once as 'atomic'; returns the old value."""
+        flat = self._flat(index, "updated atomically")
+        old = self._array.flat[flat]
+        self._array.flat[flat] = combine(old, value)
+        self._trace._record_shared(self._number, "atomic", flat)
+        return old
+
+    def __repr__(self) -> str:
+        return f"<traced shared array {self._number}: shape {self.shape}, {self.dtype}>"
+
+
 class _Shared:
     """cuda.shared: one array per declaration and block, matched by declaration order (not by source line)."""
+
+    def __init__(self, trace: KernelTrace) -> None:
+        self._trace = trace
 
     def array(self, shape, dtype):
         """Allocate (first thread) or look up (other threads) this block's next shared array."""
@@ -98,7 +173,9 @@ class _Shared:
         arrays, index = current.block_state.shared, current.allocations
         current.allocations += 1
         if index == len(arrays):
-            arrays.append(np.full(shape, _fill_value(dtype), dtype=dtype))
+            memory = np.full(shape, _fill_value(dtype), dtype=dtype)
+            arrays.append(_SharedArray(index, memory, self._trace))
+            self._trace._declare_shared(index, memory)
         return arrays[index]
 
 
@@ -119,7 +196,7 @@ class _Atomic:
 
     @staticmethod
     def _update(array, index, value, combine):
-        if isinstance(array, _RecordingArray):
+        if isinstance(array, (_RecordingArray, _SharedArray)):
             return array._atomic(index, value, combine)
         old = array[index]
         array[index] = combine(old, value)
@@ -159,9 +236,9 @@ class _TracingCuda:
 
     warpsize = WARP_SIZE
 
-    def __init__(self, griddim: Dim3, blockdim: Dim3) -> None:
+    def __init__(self, griddim: Dim3, blockdim: Dim3, trace: KernelTrace) -> None:
         self.gridDim, self.blockDim = griddim, blockdim
-        self.shared, self.local, self.atomic = _Shared(), _Local(), _Atomic()
+        self.shared, self.local, self.atomic = _Shared(trace), _Local(), _Atomic()
 
     @property
     def threadIdx(self) -> Dim3:
@@ -195,6 +272,29 @@ class _TracingCuda:
         """Barrier: every thread of the block waits here until all have arrived."""
         threading.current_thread().syncthreads()
 
+    def syncwarp(self, mask: int = 0xFFFFFFFF) -> None:
+        """Warp barrier: the lanes of ``mask`` meet here."""
+        threading.current_thread().warp_exchange(mask, None, None)
+
+    def shfl_sync(self, mask: int, value, src_lane: int):
+        """The value held by lane ``src_lane`` (mod 32) of this warp."""
+        return threading.current_thread().warp_exchange(mask, value, int(src_lane) % WARP_SIZE)
+
+    def shfl_down_sync(self, mask: int, value, delta: int):
+        """The value of lane (this lane + delta); a lane past the warp's end keeps its own value."""
+        lane = self.laneid + int(delta)
+        return threading.current_thread().warp_exchange(mask, value, lane if lane < WARP_SIZE else None)
+
+    def shfl_up_sync(self, mask: int, value, delta: int):
+        """The value of lane (this lane - delta); a lane before the warp's start keeps its own value."""
+        lane = self.laneid - int(delta)
+        return threading.current_thread().warp_exchange(mask, value, lane if lane >= 0 else None)
+
+    def shfl_xor_sync(self, mask: int, value, lane_mask: int):
+        """The value of lane (this lane XOR lane_mask): the butterfly exchange of a warp reduction."""
+        lane = self.laneid ^ int(lane_mask)
+        return threading.current_thread().warp_exchange(mask, value, lane if lane < WARP_SIZE else None)
+
     def threadfence(self) -> None:
         """Memory fence: nothing to do when threads run one at a time."""
 
@@ -202,7 +302,8 @@ class _TracingCuda:
 
     def __getattr__(self, name: str):
         raise AttributeError(f"cuda.{name} is not supported by gpucourse's kernel tracer (it supports threadIdx, "
-                             "blockIdx, blockDim, gridDim, grid, gridsize, syncthreads, shared, local, atomic)")
+                             "blockIdx, blockDim, gridDim, laneid, grid, gridsize, syncthreads, syncwarp, "
+                             "shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, shared, local, atomic)")
 
 
 class _RecordingArray:
@@ -342,10 +443,10 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
             raise TypeError(f"argument {name!r} is a device array: pass numpy arrays to trace_kernel")
     arrays = {name: value for name, value in zip(names, args) if isinstance(value, np.ndarray) and value.ndim > 0}
     trace = KernelTrace(griddim=grid, blockdim=block, arrays=arrays)
-    fake = _TracingCuda(grid, block)
+    fake = _TracingCuda(grid, block, trace)
     traced = _rebind(function, fake, {})
     call_args = [_RecordingArray(name, value, trace) if name in arrays else value for name, value in zip(names, args)]
-    barriers = np.zeros(total, dtype=np.int64)
+    barriers, shuffles = np.zeros(total, dtype=np.int64), np.zeros(total, dtype=np.int64)
     for block_number in range(grid.x * grid.y * grid.z):
         block_index = Dim3(block_number % grid.x, block_number // grid.x % grid.y, block_number // (grid.x * grid.y))
         state = _BlockState()
@@ -357,29 +458,67 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
                                       block_number * per_block + thread_number, state))
         _run_block(threads)
         for thread in threads:
-            barriers[thread.gid] = thread.barriers
-    trace.barriers = barriers
+            barriers[thread.gid], shuffles[thread.gid] = thread.barriers, thread.shuffles
+    trace.barriers, trace.shuffles = barriers, shuffles
     if not allow_races:
         trace.check_no_races()
     return trace
 
 
 def _run_block(threads: list[_SimThread]) -> None:
-    """Run a block's threads one at a time in thread order; each runs until its next syncthreads() or its end."""
+    """Run a block's threads one at a time in thread order; each runs until its next syncthreads(), warp exchange or end.
+
+    After a round, threads parked at a warp exchange (a shuffle or syncwarp) get their values and go on first; only
+    when none is left do the threads parked at syncthreads() pass the barrier together.
+    """
     active = threads
     while active:
         for thread in active:
             thread.resume()
             if thread.error is not None:
-                for other in threads:  # release the threads parked at a barrier so they end
-                    if other.status == "waiting":
-                        other.abort = True
-                        other.resume()
-                error = thread.error
-                if hasattr(error, "add_note") and "thread (block" not in str(error):
-                    error.add_note(f"in traced thread ({ThreadId(thread.blockIdx, thread.threadIdx)})")
-                raise error
-        active = [thread for thread in active if thread.status == "waiting"]
+                _fail(threads, thread.error, thread)
+        at_warp = [thread for thread in threads if thread.status == "warp"]
+        if at_warp:
+            try:
+                _exchange(threads, at_warp)
+            except RuntimeError as error:
+                _fail(threads, error, None)
+            active = at_warp
+        else:
+            active = [thread for thread in active if thread.status == "waiting"]
+
+
+def _fail(threads: list[_SimThread], error: BaseException, thread: _SimThread | None) -> None:
+    """Release the block's parked threads so they end, then raise ``error`` (noting the thread it came from)."""
+    for other in threads:
+        if other.status in ("waiting", "warp"):
+            other.abort = True
+            other.resume()
+    if thread is not None and hasattr(error, "add_note") and "thread (block" not in str(error):
+        error.add_note(f"in traced thread ({ThreadId(thread.blockIdx, thread.threadIdx)})")
+    raise error
+
+
+def _exchange(threads: list[_SimThread], at_warp: list[_SimThread]) -> None:
+    """Hand every lane parked at a warp exchange the value of its source lane; RuntimeError if a lane is missing."""
+    lanes = {thread.gid % len(threads): thread for thread in at_warp}
+    for number, thread in lanes.items():
+        warp, lane = divmod(number, WARP_SIZE)
+        base = warp * WARP_SIZE
+        existing = min(WARP_SIZE, len(threads) - base)
+        where = f"warp {warp} of block {tuple(thread.blockIdx)}"
+        for needed in range(existing):
+            if thread.mask >> needed & 1 and base + needed not in lanes:
+                raise RuntimeError(f"warp shuffle or syncwarp in {where}: lane {needed} is in the mask "
+                                   f"{thread.mask:#x} but did not reach it (inside an `if` that not every lane "
+                                   "takes?); every lane of the mask must call it")
+        source = thread.source_lane
+        if source is None or source >= existing:
+            thread.received = thread.offered
+        elif base + source in lanes:
+            thread.received = lanes[base + source].offered
+        else:
+            raise RuntimeError(f"warp shuffle in {where}: lane {lane} reads lane {source}, which did not take part")
 
 
 __all__ = ["MAX_TRACED_THREADS", "trace_kernel"]

@@ -56,6 +56,38 @@ def _histogram(size: str = "bins", zero: str = "for b in range(t, bins, threads)
 ''' + _EX3_TAIL
 
 
+_EX4_HEAD = '''\
+def make_transpose_kernel():
+    """Return a CUDA kernel transpose(x, out): out[j, i] = x[i, j], one 32 x 32 tile per block of 32 x 4 threads."""
+    @cuda.jit
+    def transpose(x, out):
+'''
+_EX4_TAIL = '''
+    return transpose
+'''
+
+
+def _transpose(columns: str = "33", read_guard: str = "row < x.shape[0] and col < x.shape[1]",
+               write_guard: str = "out_row < out.shape[0] and out_col < out.shape[1]",
+               barrier: str = "cuda.syncthreads()", read_tile: str = "tile[tx, r]") -> str:
+    """A tiled transpose with the given tile width, guards, barrier and tile read."""
+    return _EX4_HEAD + f'''\
+        tile = cuda.shared.array((32, {columns}), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * 32 + tx
+        for r in range(ty, 32, 4):
+            row = cuda.blockIdx.y * 32 + r
+            if {read_guard}:
+                tile[r, tx] = x[row, col]
+        {barrier}
+        out_col = cuda.blockIdx.y * 32 + tx
+        for r in range(ty, 32, 4):
+            out_row = cuda.blockIdx.x * 32 + r
+            if {write_guard}:
+                out[out_row, out_col] = {read_tile}
+''' + _EX4_TAIL
+
+
 def _tiled(load_a: str, load_b: str, barrier_1: str = "cuda.syncthreads()", barrier_2: str = "cuda.syncthreads()",
            guard: str = "row < C.shape[0] and col < C.shape[1]") -> str:
     """A tiled matmul kernel with the given tile loads and barriers."""
@@ -202,5 +234,56 @@ WRONG: dict[str, dict[str, str]] = {
         "bins_per_thread": _histogram(zero="for b in range(t, min(t + 1, bins)):", merge_loop="for b in range(t, min(t + 1, bins)):"),
         # No barriers: thread 0 merges the private counts before the other threads of its block have counted.
         "no_barriers": _histogram(barrier="pass"),
+        # The guard compares with <=: the thread with i == n reads one label past the end.
+        "off_by_one_guard": _EX3_HEAD + '''\
+        private = cuda.shared.array(bins, int32)
+        t = cuda.threadIdx.x
+        for b in range(t, bins, threads):
+            private[b] = 0
+        cuda.syncthreads()
+        i = cuda.grid(1)
+        if i <= labels.size:
+            cuda.atomic.add(private, labels[i], 1)
+        cuda.syncthreads()
+        for b in range(t, bins, threads):
+            if private[b] > 0:
+                cuda.atomic.add(counts, b, private[b])
+''' + _EX3_TAIL,
+    },
+    "ex4-solution": {
+        # No shared memory: each thread copies x[i, j] to out[j, i] directly. The reads walk along rows of x, but a
+        # warp's writes go down a column of out: 32 sectors per warp-wide write instead of 4 or 5.
+        "typical": _EX4_HEAD + '''\
+        col = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+        for r in range(cuda.threadIdx.y, 32, 4):
+            row = cuda.blockIdx.y * 32 + r
+            if row < x.shape[0] and col < x.shape[1]:
+                out[col, row] = x[row, col]
+''' + _EX4_TAIL,
+        # The tile without its padding column: reading it down a column is a 32-way bank conflict.
+        "no_padding": _transpose(columns="32"),
+        "constant": _EX4_HEAD + '''\
+        col = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+        for r in range(cuda.threadIdx.y, 32, 4):
+            row = cuda.blockIdx.y * 32 + r
+            if row < out.shape[0] and col < out.shape[1]:
+                out[row, col] = 0.0
+''' + _EX4_TAIL,
+        # Thread 0 of block 0 transposes everything, like x.T.copy(): right result, far over the budget.
+        "helper": _EX4_HEAD + '''\
+        if cuda.grid(2) == (0, 0):
+            for i in range(x.shape[0]):
+                for j in range(x.shape[1]):
+                    out[j, i] = x[i, j]
+''' + _EX4_TAIL,
+        # The guards hard-code the visible 33 x 40 matrix.
+        "visible_only": _transpose(read_guard="row < 33 and col < 40", write_guard="out_row < 40 and out_col < 33"),
+        # No barrier between loading the tile and reading it: lanes read elements other warps have not loaded yet.
+        "no_barrier": _transpose(barrier="pass"),
+        # The tile read with the same indices as it was written: a copy of x's tile into out's, not a transpose.
+        "tile_not_transposed": _transpose(read_tile="tile[r, tx]"),
+        # Guards written with <=: a thread at row == rows reads past the end of x.
+        "off_by_one_guard": _transpose(read_guard="row <= x.shape[0] and col <= x.shape[1]",
+                                       write_guard="out_row <= out.shape[0] and out_col <= out.shape[1]"),
     },
 }

@@ -8,7 +8,7 @@ lesson's typical mistake, used in the full nbgrader pipeline), and more.
 
 _EX1_HEAD = '''\
 def make_vector_add_kernel():
-    """Return a CUDA kernel vector_add(a, b, out) that sets out[i] = a[i] + b[i], one element per thread."""
+    """Return a CUDA kernel vector_add(a, b, out) that sets out[i] = a[i] + b[i] for any n, under any launch."""
     @cuda.jit
     def vector_add(a, b, out):
 '''
@@ -56,40 +56,48 @@ _AOS_KERNEL = '''
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # No bounds guard: the spare threads of the last block index past the arrays' ends.
+        # One element per thread, as with blocks_for: with fewer threads than elements, the elements past the grid's
+        # T threads are never written.
         "typical": _EX1_HEAD + '''\
         i = cuda.grid(1)
-        out[i] = a[i] + b[i]
+        if i < out.size:
+            out[i] = a[i] + b[i]
 ''' + _EX1_TAIL,
         "constant": _EX1_HEAD + '''\
-        i = cuda.grid(1)
-        if i < out.size:
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             out[i] = 0.0
 ''' + _EX1_TAIL,
-        # numpy does the whole add in every thread: not one element per thread (the tracer counts every access).
+        # Thread 0 does the whole add, like numpy's a + b: right result, one thread instead of the grid.
         "helper": _EX1_HEAD + '''\
-        i = cuda.grid(1)
-        if i < out.size:
-            for j in range(out.size):
-                out[j] = a[j] + b[j]
+        if cuda.grid(1) == 0:
+            for i in range(out.size):
+                out[i] = a[i] + b[i]
 ''' + _EX1_TAIL,
-        # The guard hard-codes the visible size.
+        # The stride hard-codes the visible grid of 2 x 32 threads.
         "visible_only": _EX1_HEAD + '''\
-        i = cuda.grid(1)
-        if i < 100:
+        for i in range(cuda.grid(1), out.size, 64):
             out[i] = a[i] + b[i]
 ''' + _EX1_TAIL,
-        # threadIdx alone: every block writes the first elements.
-        "thread_index_only": _EX1_HEAD + '''\
-        i = cuda.threadIdx.x
-        if i < out.size:
+        # Each thread takes a contiguous chunk: every element once, but neighbouring threads touch elements a chunk
+        # apart (uncoalesced), and element i is not written by thread i mod T.
+        "chunks": _EX1_HEAD + '''\
+        total = cuda.gridsize(1)
+        chunk = (out.size + total - 1) // total
+        start = cuda.grid(1) * chunk
+        for i in range(start, min(start + chunk, out.size)):
             out[i] = a[i] + b[i]
 ''' + _EX1_TAIL,
-        # The guard compares with <=: thread n passes it and reads one element past the end.
+        # Steps by the block's size instead of the grid's: every block walks over the same elements (a data race).
+        "block_stride": _EX1_HEAD + '''\
+        for i in range(cuda.grid(1), out.size, cuda.blockDim.x):
+            out[i] = a[i] + b[i]
+''' + _EX1_TAIL,
+        # The loop's guard written with <=: the thread that reaches i == n reads one element past the end.
         "off_by_one_guard": _EX1_HEAD + '''\
         i = cuda.grid(1)
-        if i <= out.size:
+        while i <= out.size:
             out[i] = a[i] + b[i]
+            i += cuda.gridsize(1)
 ''' + _EX1_TAIL,
     },
     "ex2-solution": {

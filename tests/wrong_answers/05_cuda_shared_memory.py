@@ -226,12 +226,14 @@ WRONG: dict[str, dict[str, str]] = {
                 counts[labels[j]] += 1
 ''' + _EX3_TAIL,
         # The private histogram hard-codes the visible 8 bins.
-        "visible_only": _histogram(size="8", zero="for b in range(t, 8, threads):", merge_loop="for b in range(t, 8, threads):"),
+        "visible_only": _histogram(size="8", zero="for b in range(t, 8, threads):",
+                                   merge_loop="for b in range(t, 8, threads):"),
         # Merges with a plain +=: blocks run one after another in the simulator, so the counts come out right; on a
         # GPU two blocks can add to one bin at the same time (the tracer reports the data race).
         "no_atomic": _histogram(merge="counts[b] += private[b]"),
         # One bin per thread: with more bins than threads, the last bins are never zeroed or merged.
-        "bins_per_thread": _histogram(zero="for b in range(t, min(t + 1, bins)):", merge_loop="for b in range(t, min(t + 1, bins)):"),
+        "bins_per_thread": _histogram(zero="for b in range(t, min(t + 1, bins)):",
+                                      merge_loop="for b in range(t, min(t + 1, bins)):"),
         # No barriers: thread 0 merges the private counts before the other threads of its block have counted.
         "no_barriers": _histogram(barrier="pass"),
         # The guard compares with <=: the thread with i == n reads one label past the end.

@@ -43,5 +43,6 @@ def __getattr__(name: str) -> object:
 
 __all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelTrace", "MAX_THREADS_PER_BLOCK",
            "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
-           "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows", "occupancy_table",
+           "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows",
+           "occupancy_table",
            "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "use_cuda_or_simulator"]

@@ -67,7 +67,10 @@ def _driver_version() -> tuple[str | None, str]:
 
 
 def tensorflow_build_info() -> dict | None:
-    """TensorFlow's ``tf.sysconfig.get_build_info()``, read without starting TensorFlow (None if not installed)."""
+    """TensorFlow's ``tf.sysconfig.get_build_info()``, read without starting TensorFlow (None if not installed).
+
+    Taught in lesson 04_cuda_model.
+    """
     if "tensorflow" in sys.modules:
         return dict(sys.modules["tensorflow"].sysconfig.get_build_info())
     spec = importlib.util.find_spec("tensorflow")
@@ -91,7 +94,10 @@ def _cudnn_version_string(raw: int | None) -> str | None:
 
 
 def software_stack() -> list[StackLayer]:
-    """The CUDA stack from driver to frameworks with this machine's versions (None where a layer is absent)."""
+    """The CUDA stack from driver to frameworks with this machine's versions (None where a layer is absent).
+
+    Taught in lesson 04_cuda_model.
+    """
     driver, driver_source = _driver_version()
     torch = sys.modules.get("torch") or (importlib.import_module("torch") if importlib.util.find_spec("torch")
                                          else None)
@@ -139,7 +145,10 @@ def software_stack() -> list[StackLayer]:
 
 
 def nvidia_wheels() -> list[tuple[str, str]]:
-    """(name, version) of every installed pip distribution named nvidia-*: the CUDA libraries the frameworks load."""
+    """(name, version) of every installed pip distribution named nvidia-*: the CUDA libraries the frameworks load.
+
+    Taught in lesson 04_cuda_model.
+    """
     from importlib import metadata
 
     found = {}

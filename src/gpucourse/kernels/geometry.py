@@ -16,7 +16,10 @@ WARP_SIZE = 32
 
 
 def blocks_for(n: int, threads_per_block: int) -> int:
-    """Blocks needed so that blocks x threads_per_block >= n: the ceiling of n / threads_per_block."""
+    """Blocks needed so that blocks x threads_per_block >= n: the ceiling of n / threads_per_block.
+
+    Taught in lesson 04_cuda_model.
+    """
     n = positive_int("n", n)
     threads_per_block = positive_int("threads_per_block", threads_per_block)
     if threads_per_block > MAX_THREADS_PER_BLOCK:
@@ -25,7 +28,10 @@ def blocks_for(n: int, threads_per_block: int) -> int:
 
 
 def grid_2d(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
-    """Grid (blocks in x, blocks in y) covering an array of ``shape`` (rows, columns): x runs along columns."""
+    """Grid (blocks in x, blocks in y) covering an array of ``shape`` (rows, columns): x runs along columns.
+
+    Taught in lesson 04_cuda_model.
+    """
     if not isinstance(shape, tuple) or len(shape) != 2:
         raise TypeError(f"shape must be a tuple (rows, columns), got {shape!r}")
     if not isinstance(block, tuple) or len(block) != 2:

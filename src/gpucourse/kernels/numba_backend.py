@@ -82,7 +82,10 @@ def _choose(prefer: str) -> tuple[str, str]:
 
 
 def use_cuda_or_simulator(prefer: str = "auto", verbose: bool = True) -> str:
-    """Select Numba's CUDA backend before numba.cuda is imported: 'gpu' if one is usable, else 'simulator'."""
+    """Select Numba's CUDA backend before numba.cuda is imported: 'gpu' if one is usable, else 'simulator'.
+
+    Taught in lesson 04_cuda_model.
+    """
     global BACKEND, BACKEND_REASON
     one_of("prefer", prefer, BACKENDS)
     if not isinstance(verbose, bool):

@@ -1,6 +1,7 @@
 """Occupancy: how many warps of a kernel one SM keeps resident, from the per-SM limits of three GPUs.
 
-A simplified occupancy calculator with the limits of the CUDA C++ Programming Guide (lesson 05_cuda_shared_memory).
+A simplified occupancy calculator with the limits of the CUDA C++ Programming Guide (lesson
+05_cuda_shared_memory).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def occupancy(threads_per_block: int, registers_per_thread: int = 32, shared_byt
 
     Each block needs ceil(threads / 32) warps; each warp needs its registers rounded up to 256; each block needs its
     shared memory plus the reserved 1 KB (8.0 and later). The SM holds as many blocks as the scarcest resource
-    allows. NVIDIA's calculator also rounds shared memory to its allocation unit; this one does not.
+    allows. NVIDIA's calculator also rounds shared memory to its allocation unit; this one does not. Taught in
+    lesson 05_cuda_shared_memory.
     """
     one_of("gpu", gpu, SM_LIMITS)
     sm = SM_LIMITS[gpu]
@@ -127,10 +129,11 @@ def occupancy_rows(configs: list[tuple[int, int, int]], gpus: tuple[str, ...] = 
 
 
 def occupancy_table(configs: list[tuple[int, int, int]], gpus: tuple[str, ...] = ("T4", "A100", "H100")) -> str:
-    """The same as :func:`occupancy_rows`, as Markdown text."""
+    """The same as :func:`occupancy_rows`, as Markdown text (lesson 05_cuda_shared_memory)."""
     from gpucourse.plots import markdown_table
 
     return markdown_table(*occupancy_rows(configs, gpus))
 
 
-__all__ = ["Occupancy", "REGISTER_ALLOCATION_UNIT", "SM_LIMITS", "SmLimits", "occupancy", "occupancy_rows", "occupancy_table"]
+__all__ = ["Occupancy", "REGISTER_ALLOCATION_UNIT", "SM_LIMITS", "SmLimits", "occupancy", "occupancy_rows",
+           "occupancy_table"]

@@ -9,7 +9,10 @@ from gpucourse.kernels.trace import KernelTrace
 
 
 def plot_thread_map(trace: KernelTrace, array: str, ax=None, annotate: bool | None = None, wrap: int = 64):
-    """Draw which thread wrote each element of ``array``: colour = block, label = threadIdx; return the Axes."""
+    """Draw which thread wrote each element of ``array``: colour = block, label = threadIdx; return the Axes.
+
+    Taught in lesson 04_cuda_model.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 

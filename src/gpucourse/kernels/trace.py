@@ -38,7 +38,10 @@ class Race(NamedTuple):
 
 @dataclass
 class KernelTrace:
-    """Every global-memory read and write of one traced launch, by thread, with the barriers each thread passed."""
+    """Every global-memory read and write of one traced launch, by thread, with the barriers each thread passed.
+
+    Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
+    """
 
     griddim: Dim3
     blockdim: Dim3
@@ -141,7 +144,7 @@ class KernelTrace:
         return self._count("atomic", array)
 
     def block_accesses(self, array: str) -> dict[tuple[int, ...], dict[str, set[int]]]:
-        """For each element of ``array`` that was touched: the blocks that read it, wrote it, and updated it atomically."""
+        """For each touched element of ``array``: the blocks that read it, wrote it, and updated it atomically."""
         self._check_array(array)
         if not isinstance(array, str):
             raise TypeError(f"array must be the name of one of the kernel's arrays, got {array!r}")

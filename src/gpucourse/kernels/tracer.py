@@ -421,6 +421,7 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
 
     Raises DataRace (a CheckFailed) when two blocks write one element without an atomic, or one block reads what
     another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
+    Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
     """
     function = _python_function(kernel)
     grid, block = Dim3(*_dim3("griddim", griddim)), Dim3(*_dim3("blockdim", blockdim))
@@ -466,7 +467,7 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
 
 
 def _run_block(threads: list[_SimThread]) -> None:
-    """Run a block's threads one at a time in thread order; each runs until its next syncthreads(), warp exchange or end.
+    """Run a block's threads one at a time, in order; each runs to its next syncthreads(), warp exchange or end.
 
     After a round, threads parked at a warp exchange (a shuffle or syncwarp) get their values and go on first; only
     when none is left do the threads parked at syncthreads() pass the barrier together.

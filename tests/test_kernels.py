@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("numba")
-from numba import cuda, float32  # noqa: E402  (the tracer runs these kernels in Python, whatever the backend)
+from numba import cuda, float32, int32  # noqa: E402  (the tracer runs these kernels in Python, whatever the backend)
 
 from gpucourse import kernels  # noqa: E402
 from gpucourse.checks import CheckFailed  # noqa: E402
@@ -575,3 +575,282 @@ def test_nvidia_wheels_lists_only_nvidia_distributions():
     wheels = nvidia_wheels()
     assert wheels == sorted(wheels)
     assert all(name.startswith("nvidia-") and isinstance(version, str) for name, version in wheels)
+
+
+# ---------------------------------------------------------------- data races between blocks
+
+def _make_block_sum(atomic: bool, threads: int = 8):
+    """A block sum whose thread 0 adds the block's total into out[0], with an atomic or with a plain +=."""
+
+    @cuda.jit
+    def block_sum(x, out):
+        partial = cuda.shared.array(threads, float32)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        partial[t] = x[i] if i < x.size else 0.0
+        cuda.syncthreads()
+        stride = threads // 2
+        while stride > 0:
+            if t < stride:
+                partial[t] += partial[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            if atomic:
+                cuda.atomic.add(out, 0, partial[0])
+            else:
+                out[0] += partial[0]
+
+    return block_sum
+
+
+@cuda.jit
+def per_block_partials(x, partials):  # one writer per element: thread 0 of block b writes partials[b]
+    if cuda.threadIdx.x == 0:
+        total = 0.0
+        for j in range(cuda.blockIdx.x * cuda.blockDim.x, min((cuda.blockIdx.x + 1) * cuda.blockDim.x, x.size)):
+            total += x[j]
+        partials[cuda.blockIdx.x] = total
+
+
+@cuda.jit
+def shift_left_in_place(x):  # x[i] = x[i + 1]: at a block boundary one block reads what the next block writes
+    i = cuda.grid(1)
+    if i + 1 < x.size:
+        x[i] = x[i + 1]
+
+
+def test_a_plain_read_modify_write_across_blocks_is_a_data_race():
+    x = np.ones(20, dtype=np.float32)
+    out = np.zeros(1, dtype=np.float32)
+    with pytest.raises(kernels.DataRace, match=r"data race: block \(0, 0, 0\) and block \(1, 0, 0\) both write "
+                                               r"out\[0\] without an atomic") as caught:
+        kernels.trace_kernel(_make_block_sum(atomic=False), 3, 8, x, out)
+    assert "cuda.atomic.add" in str(caught.value) and isinstance(caught.value, CheckFailed)
+    assert out[0] == 20.0  # blocks ran one after another: the sum is right, which is why the race needs a detector
+
+
+def test_allow_races_returns_the_trace_with_its_races():
+    x = np.ones(20, dtype=np.float32)
+    trace = kernels.trace_kernel(_make_block_sum(atomic=False), 3, 8, x, np.zeros(1, np.float32), allow_races=True)
+    assert trace.races() == [kernels.Race("out", (0,), "write-write", (0, 1, 2), ())]
+    assert trace.block_accesses("out")[(0,)] == {"read": {0, 1, 2}, "write": {0, 1, 2}, "atomic": set()}
+    assert "data races between blocks: 1" in trace.summary()
+
+
+def test_atomic_updates_and_one_writer_per_element_are_not_races():
+    x = np.arange(20, dtype=np.float32)
+    out = np.zeros(1, dtype=np.float32)
+    trace = kernels.trace_kernel(_make_block_sum(atomic=True), 3, 8, x, out)
+    assert out[0] == x.sum() and trace.races() == []
+    assert trace.atomics_per_thread("out").tolist() == [1] + [0] * 7 + [1] + [0] * 7 + [1] + [0] * 7
+    assert trace.writes_per_thread("out").sum() == 3 and trace.reads_per_thread("out").sum() == 3  # read-modify-write
+    assert trace.block_accesses("out")[(0,)] == {"read": set(), "write": set(), "atomic": {0, 1, 2}}
+    assert [a for a in trace.accesses if a[1] == "out"] == [(0, "out", "atomic", 0), (8, "out", "atomic", 0),
+                                                            (16, "out", "atomic", 0)]
+    partials = np.zeros(3, dtype=np.float32)
+    trace = kernels.trace_kernel(per_block_partials, 3, 8, x, partials)
+    assert partials.tolist() == [28.0, 92.0, 70.0] and trace.races() == []
+    assert kernels.trace_kernel(vector_add, 4, 32, *_vectors(100), np.zeros(100, np.float32)).races() == []
+
+
+def test_a_mix_of_plain_and_atomic_writes_is_a_race():
+    @cuda.jit
+    def mixed(out):
+        if cuda.threadIdx.x == 0:
+            if cuda.blockIdx.x == 0:
+                out[0] = 1.0
+            else:
+                cuda.atomic.add(out, 0, 1.0)
+
+    with pytest.raises(kernels.DataRace, match=r"block \(0, 0, 0\) writes out\[0\] without an atomic while block "
+                                               r"\(1, 0, 0\) updates it atomically"):
+        kernels.trace_kernel(mixed, 2, 4, np.zeros(1, np.float32))
+
+
+def test_reading_what_another_block_writes_is_a_race():
+    with pytest.raises(kernels.DataRace, match=r"block \(1, 0, 0\) writes x\[4\] and block \(0, 0, 0\) reads it"):
+        kernels.trace_kernel(shift_left_in_place, 3, 4, np.arange(12, dtype=np.float32))
+    trace = kernels.trace_kernel(shift_left_in_place, 1, 12, np.arange(12, dtype=np.float32))  # one block: no race
+    assert trace.races() == []
+
+
+def test_two_dimensional_races_name_the_element_and_blocks():
+    @cuda.jit
+    def row_sums_racy(x, out):  # every block adds its columns into out[row]: blocks side by side in x collide
+        col, row = cuda.grid(2)
+        if row < x.shape[0] and col < x.shape[1] and cuda.threadIdx.x == 0:
+            out[row] += x[row, col]
+
+    with pytest.raises(kernels.DataRace, match=r"block \(0, 0, 0\) and block \(1, 0, 0\) both write out\[0\]"):
+        kernels.trace_kernel(row_sums_racy, (2, 1), (4, 4), np.ones((4, 8), np.float32), np.zeros(4, np.float32))
+
+
+def test_trace_kernel_rejects_a_non_bool_allow_races():
+    with pytest.raises(TypeError, match="^allow_races"):
+        kernels.trace_kernel(vector_add, 1, 4, *_vectors(4), np.zeros(4, np.float32), allow_races=1)
+
+
+def test_sectors_follow_strides_so_a_transposed_view_is_not_coalesced():
+    @cuda.jit
+    def first_row(p, out):  # thread i reads p[0, i]
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = p[0, i]
+
+    points = np.arange(3 * 64, dtype=np.float32).reshape(64, 3)
+    contiguous = np.ascontiguousarray(points.T)
+    view = points.T                                  # the same (3, 64) shape, but 12 bytes between neighbours
+    assert kernels.trace_kernel(first_row, 2, 32, contiguous, np.zeros(64, np.float32)).sectors_per_request("p") == 4
+    assert kernels.trace_kernel(first_row, 2, 32, view, np.zeros(64, np.float32)).sectors_per_request("p") == 12
+
+
+# ---------------------------------------------------------------- warp shuffles and shared-memory banks
+
+@cuda.jit
+def warp_sums(x, out):  # a shuffle tree in each warp; lane 0 adds its warp's sum atomically
+    i = cuda.grid(1)
+    value = x[i] if i < x.size else 0.0
+    delta = 16
+    while delta > 0:
+        value += cuda.shfl_down_sync(0xFFFFFFFF, value, delta)
+        delta //= 2
+    if cuda.laneid == 0:
+        cuda.atomic.add(out, 0, value)
+
+
+def test_shuffle_down_sums_each_warp_without_barriers():
+    x = np.arange(100, dtype=np.float32)
+    out = np.zeros(1, dtype=np.float32)
+    trace = kernels.trace_kernel(warp_sums, 2, 64, x, out)
+    assert out[0] == x.sum()
+    assert trace.shuffles.tolist() == [5] * 128 and trace.barriers.max() == 0
+    assert trace.atomics_per_thread("out").sum() == 4 and trace.races() == []
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("cuda.shfl_sync(0xFFFFFFFF, lane * 10, 3)", [30] * 32),
+    ("cuda.shfl_up_sync(0xFFFFFFFF, lane * 10, 1)", [0] + [10 * (lane - 1) for lane in range(1, 32)]),
+    ("cuda.shfl_down_sync(0xFFFFFFFF, lane * 10, 2)", [10 * (lane + 2) for lane in range(30)] + [300, 310]),
+    ("cuda.shfl_xor_sync(0xFFFFFFFF, lane * 10, 1)", [10 * (lane ^ 1) for lane in range(32)]),
+], ids=["shfl", "up", "down", "xor"])
+def test_each_shuffle_reads_the_right_lane(call, expected):
+    namespace = {"cuda": cuda}
+    exec(textwrap.dedent(f"""
+        def kernel(out):
+            lane = cuda.laneid
+            out[cuda.grid(1)] = {call}
+    """), namespace)
+    out = np.zeros(64, dtype=np.int64)
+    kernels.trace_kernel(cuda.jit(namespace["kernel"]), 1, 64, out)
+    assert out.tolist() == expected * 2  # two warps, each on its own
+
+
+def test_a_shuffle_that_not_every_lane_reaches_is_reported():
+    @cuda.jit
+    def divergent(out):
+        lane = cuda.laneid
+        if lane < 16:
+            out[lane] = cuda.shfl_down_sync(0xFFFFFFFF, lane, 1)
+
+    with pytest.raises(RuntimeError, match=r"lane 16 is in the mask 0xffffffff but did not reach it"):
+        kernels.trace_kernel(divergent, 1, 32, np.zeros(32, np.int64))
+
+    @cuda.jit
+    def half_mask(out):  # the lower half shuffles among itself, with a mask that names only its lanes
+        lane = cuda.laneid
+        if lane < 16:
+            out[lane] = cuda.shfl_down_sync(0x0000FFFF, lane, 1)
+
+    out = np.zeros(32, np.int64)
+    with pytest.raises(RuntimeError, match="reads lane 16, which did not take part"):
+        kernels.trace_kernel(half_mask, 1, 32, out)
+
+
+def test_syncwarp_meets_the_lanes_and_barriers_still_wait_for_the_block():
+    @cuda.jit
+    def staged(x, out):
+        t = cuda.threadIdx.x
+        s = cuda.shared.array(64, float32)
+        s[t] = x[t]
+        cuda.syncwarp()                   # enough for a lane to read its own warp's values
+        mine = s[t ^ 1]
+        cuda.syncthreads()                # needed to read the other warp's
+        out[t] = mine + s[(t + 32) % 64]
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    trace = kernels.trace_kernel(staged, 1, 64, x, out)
+    assert out.tolist() == [x[t ^ 1] + x[(t + 32) % 64] for t in range(64)]
+    assert trace.shuffles.tolist() == [1] * 64 and trace.barriers.tolist() == [1] * 64
+
+
+@pytest.mark.parametrize("columns, down, ways", [(32, False, 1), (32, True, 32), (33, True, 1), (64, True, 32),
+                                                 (48, True, 16)])
+def test_bank_conflict_ways_of_tile_reads(columns, down, ways):
+    @cuda.jit
+    def read_tile(out):
+        tile = cuda.shared.array((32, columns), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        for row in range(ty, 32, cuda.blockDim.y):
+            tile[row, tx] = row
+        cuda.syncthreads()
+        for row in range(ty, 32, cuda.blockDim.y):
+            out[row, tx] = tile[tx, row] if down else tile[row, tx]
+
+    trace = kernels.trace_kernel(read_tile, 1, (32, 4), np.zeros((32, 32), np.float32))
+    assert trace.bank_conflict_ways(0, "read") == ways
+    assert trace.bank_conflict_ways(0, "write") == 1       # the rows were written along the banks
+    assert set(trace.shared) == {0} and trace.shared[0].shape == (32, columns)
+
+
+def test_a_broadcast_is_not_a_conflict_and_bad_queries_are_refused():
+    @cuda.jit
+    def broadcast(out):
+        s = cuda.shared.array(32, float32)
+        s[cuda.threadIdx.x] = 1.0
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = s[0]      # every lane reads word 0: one pass
+
+    trace = kernels.trace_kernel(broadcast, 1, 32, np.zeros(32, np.float32))
+    assert trace.bank_conflict_ways(0) == 1
+    with pytest.raises(ValueError, match="^shared"):
+        trace.bank_conflict_ways(1)
+    with pytest.raises(ValueError, match="^kind"):
+        trace.bank_conflict_ways(0, "atomic")
+
+
+def test_shared_atomics_and_uninitialised_integers():
+    @cuda.jit
+    def count(labels, counts):
+        private = cuda.shared.array(4, int32)
+        t = cuda.threadIdx.x
+        if t < 4:
+            private[t] = 0
+        cuda.syncthreads()
+        cuda.atomic.add(private, labels[cuda.grid(1)], 1)
+        cuda.syncthreads()
+        if t < 4:
+            cuda.atomic.add(counts, t, private[t])
+
+    @cuda.jit
+    def never_zeroed(out):
+        private = cuda.shared.array(4, int32)
+        out[cuda.threadIdx.x] = private[cuda.threadIdx.x]
+
+    labels = np.array([0, 1, 1, 3, 3, 3, 2, 0], dtype=np.int32)
+    counts = np.zeros(4, dtype=np.int32)
+    trace = kernels.trace_kernel(count, 2, 4, labels, counts)
+    assert counts.tolist() == [2, 2, 1, 3] and trace.races() == []
+    assert sum(1 for access in trace.shared_accesses if access[2] == "atomic") == 8
+    garbage = np.zeros(4, dtype=np.int32)
+    kernels.trace_kernel(never_zeroed, 1, 4, garbage)
+    assert (garbage == np.iinfo(np.int32).min).all()  # uninitialised shared memory shows as garbage, not zeros
+
+
+def test_occupancy_rows_match_the_table():
+    header, rows = kernels.occupancy_rows([(256, 32, 0)], ("T4",))
+    assert header == ["threads / block", "registers / thread", "shared memory / block", "T4: warps per SM (limit)"]
+    assert rows == [["256", "32", "0 KB", "32 / 32 (warps)"]]
+    with pytest.raises(TypeError, match="^gpus"):
+        kernels.occupancy_rows([(256, 32, 0)], "T4")

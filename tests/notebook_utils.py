@@ -17,10 +17,6 @@ import course  # noqa: E402  (tools/course.py: the one implementation of stamp/c
 
 LESSONS = course.lessons()
 
-# Lessons of the nine-lesson course not yet cut into their one-sitting v2 lessons (Course v2, 1 of 3); each is
-# removed from this set when it is split, and the set is then empty. Until then they keep their old budgets.
-NOT_YET_ONE_SITTING = {
-}
 # Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises.
 SLIM_LESSONS = {"10_compilers", "13_sharding"}
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)

@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from notebook_utils import (LESSONS, NOT_YET_ONE_SITTING, ROOT, SLIM_LESSONS, HIDDEN_REGION, SOLUTION_REGION, course, ends_in_bare_expression,
+from notebook_utils import (LESSONS, ROOT, SLIM_LESSONS, HIDDEN_REGION, SOLUTION_REGION, course, ends_in_bare_expression,
                             exercises, load, nbgrader, release_path, solution_path, source, wrong_answers,
                             written_answers)
 
@@ -58,7 +58,7 @@ def test_lesson_anatomy(lesson: str) -> None:
     assert cells[0]["cell_type"] == "markdown" and source(cells[0]).startswith(f"# {lesson[:2]} · ")
     assert cells[1]["metadata"].get("tags") == ["badges"] and cells[2]["metadata"].get("tags") == ["setup"]
     found = exercises(lesson)
-    low, high = (1, 2) if lesson in SLIM_LESSONS else (3, 6 if lesson in NOT_YET_ONE_SITTING else 5)
+    low, high = (1, 2) if lesson in SLIM_LESSONS else (3, 5)
     assert low <= len(found) <= high, f"{lesson}: {len(found)} autograded exercises"
     assert [e.name for e in found] == [f"ex{i}" for i in range(1, len(found) + 1)]
     assert written_answers(lesson), f"{lesson}: no written answer"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucourse import grade, syllabus
-from notebook_utils import LESSONS, NOT_YET_ONE_SITTING, load, release_path, solution_path
+from notebook_utils import LESSONS, load, release_path, solution_path
 
 
 def _markdown(text: str, grade_meta: dict | None = None) -> dict:
@@ -58,8 +58,6 @@ def test_learner_words_counts_markdown_but_not_code_or_written_answers() -> None
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_lesson_is_one_sitting(lesson: str) -> None:
     """At most MAX_LESSON_WORDS learner words in the student notebook and MAX_CELL_WORDS in any cell."""
-    if lesson in NOT_YET_ONE_SITTING:
-        pytest.skip(f"{lesson} is split into one-sitting lessons next")
     cells = load(release_path(lesson))["cells"]
     long_cells = [(i, syllabus.cell_words(c)) for i, c in enumerate(cells) if syllabus.cell_words(c) > syllabus.MAX_CELL_WORDS]
     assert long_cells == [], f"{lesson}: cells over {syllabus.MAX_CELL_WORDS} words (index, words)"
@@ -116,6 +114,25 @@ def test_every_list_of_lessons_names_exactly_the_lessons_that_exist() -> None:
 def test_a_lessons_title_is_its_syllabus_title(lesson: str) -> None:
     from notebook_utils import course
 
-    if lesson in NOT_YET_ONE_SITTING:
-        pytest.skip(f"{lesson} keeps its first-edition title until it is split")
     assert course.lesson_title(lesson) == syllabus.TITLES[lesson]
+
+
+MAX_MODULE_LINES = 800
+
+
+def test_no_helper_module_is_over_the_size_a_learner_reads() -> None:
+    """Each module of the helper package is one job a learner can read: at most MAX_MODULE_LINES lines."""
+    from notebook_utils import ROOT
+
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in (ROOT / "src" / "gpucourse").rglob("*.py")}
+    assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lessons_use_the_one_table_helper(lesson: str) -> None:
+    """Tables are drawn by gpucourse.plots.show_table; no lesson defines its own."""
+    import re
+
+    code = "\n".join("".join(c["source"]) for c in load(solution_path(lesson))["cells"] if c["cell_type"] == "code")
+    assert not re.search(r"^\s*def (show_table|markdown_table)\b", code, re.M)

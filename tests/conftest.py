@@ -15,3 +15,13 @@ def no_gpu(monkeypatch):
     if mps is not None:
         monkeypatch.setattr(mps, "is_available", lambda: False)
     return torch
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread, as the lessons use on a CPU: steadier timings on a shared machine."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -24,12 +24,8 @@ HAS_CUDA = torch.cuda.is_available()
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread, as the lesson uses on a CPU: steadier timings on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def one_thread(one_torch_thread):
+    """Every test here runs with one torch thread (tests/conftest.py)."""
 
 
 def no_children(timeout_s: float = 10.0) -> list:

@@ -18,11 +18,8 @@ pytestmark = pytest.mark.slow  # real profiles: the profiler's first start alone
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def one_thread(one_torch_thread):
+    """Every test here runs with one torch thread (tests/conftest.py)."""
 
 
 def diagnosed(expected: dict, stages, plants, calls=None) -> bool:

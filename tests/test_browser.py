@@ -264,8 +264,10 @@ def test_instructor_grades_a_written_answer_in_formgrader(page, screenshots, tmp
             page.wait_for_url(re.compile(rf"{re.escape(path)}/?$"), timeout=60_000)
         score = page.locator("#written-1")
         score.wait_for(timeout=60_000)
+        page.wait_for_load_state("networkidle", timeout=60_000)  # under load the page binds its save handler late
         score.scroll_into_view_if_needed()
-        with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+        with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT",
+                                  timeout=60_000) as saved:
             score.fill(f"{points:g}")
             score.press("Tab")
         assert saved.value.ok, f"Formgrader did not save the grade: HTTP {saved.value.status}"

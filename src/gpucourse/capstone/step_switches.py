@@ -9,9 +9,10 @@ compile and falls back to ``aot_eager`` (tracing without code generation) with t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_int, positive_int
@@ -22,8 +23,38 @@ VARIANTS = ("eager", "torch.compile", "torch.compile + CUDA Graphs", "cudnn.benc
 GPU_ONLY = ("torch.compile + CUDA Graphs", "cudnn.benchmark")
 
 
+GUARDS_WARNING = "Guards may run slower on Python 3.13.0"
+"""Start of the RuntimeWarning torch.compile gives on Python 3.13.0 (Colab's twin): harmless, and not ours to fix."""
+
+
+@contextlib.contextmanager
+def quiet_compilation() -> Iterator[None]:
+    """Drop the two known, harmless stderr lines of a first ``torch.compile`` on a CPU runtime with a CUDA build of
+    torch (Colab's): "No CUDA runtime is found" and Python 3.13.0's guards warning. Anything else still shows."""
+    import logging
+    import warnings
+
+    from gpucourse.timing import NO_CUDA_RUNTIME_MESSAGE, _DropMessage
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    drop = _DropMessage(NO_CUDA_RUNTIME_MESSAGE)
+    logger.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=GUARDS_WARNING, category=RuntimeWarning)
+            yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def compile_backend() -> tuple[str, str | None]:
     """('inductor', None) if one tiny ``torch.compile`` works here, else ('aot_eager', why inductor failed)."""
+    with quiet_compilation():
+        return _try_inductor()
+
+
+def _try_inductor() -> tuple[str, str | None]:
+    """Compile and run one tiny function with inductor: ('inductor', None), or ('aot_eager', the reason it failed)."""
     import torch
 
     try:
@@ -62,11 +93,10 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
                        backend: str | None = None) -> list[StepTiming]:
     """Time a training step of :func:`small_cnn` in each variant: first call (synchronised), then the median step."""
     import torch
-    import torch.nn.functional as F
 
-    from gpucourse.capstone.models import _image_size, small_cnn
+    from gpucourse.capstone.models import _image_size
     from gpucourse.capstone.training import _device
-    from gpucourse.timing import benchmark, sync_for
+    from gpucourse.timing import sync_for
 
     size = _image_size(image_size)
     batch_size, steps = positive_int("batch_size", batch_size), positive_int("steps", steps)
@@ -87,36 +117,48 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
     x = torch.rand(batch_size, 1, size, size, generator=generator).to(device)
     y = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
     results = []
-    for variant in variants:
-        torch.manual_seed(0)
-        model = small_cnn(size).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        net, used = model, "eager"
-        if variant == "torch.compile":
-            net, used = torch.compile(model, backend=backend), backend
-        elif variant == "torch.compile + CUDA Graphs" and backend == "inductor":  # replays the step as a CUDA Graph
-            net, used = torch.compile(model, mode="reduce-overhead"), "inductor, CUDA Graphs"
-        elif variant == "torch.compile + CUDA Graphs":  # without inductor: dynamo's CUDA Graphs backend alone
-            net, used = torch.compile(model, backend="cudagraphs"), "cudagraphs"
-        previous = torch.backends.cudnn.benchmark
-        torch.backends.cudnn.benchmark = variant == "cudnn.benchmark"
-        try:
-            def step() -> None:
-                loss = F.cross_entropy(net(x), y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-
-            sync()
-            start = time.perf_counter()
-            step()  # compiling, capturing or searching happens here, once
-            sync()
-            first = time.perf_counter() - start
-            median = benchmark(step, warmup=warmup, repeats=steps, sync=sync).median_s
-        finally:
-            torch.backends.cudnn.benchmark = previous
-        results.append(StepTiming(variant, used, first, median))
+    with quiet_compilation():
+        for variant in variants:
+            results.append(_time_variant(variant, backend, size, x, y, device, sync, steps, warmup))
     return results
+
+
+def _time_variant(variant: str, backend: str, size: int, x, y, device, sync, steps: int, warmup: int) -> StepTiming:
+    """One variant of :func:`time_step_variants`: a fresh model and optimizer, its first call, then its median step."""
+    import torch
+    import torch.nn.functional as F
+
+    from gpucourse.capstone.models import small_cnn
+    from gpucourse.timing import benchmark
+
+    torch.manual_seed(0)
+    model = small_cnn(size).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    net, used = model, "eager"
+    if variant == "torch.compile":
+        net, used = torch.compile(model, backend=backend), backend
+    elif variant == "torch.compile + CUDA Graphs" and backend == "inductor":  # replays the step as a CUDA Graph
+        net, used = torch.compile(model, mode="reduce-overhead"), "inductor, CUDA Graphs"
+    elif variant == "torch.compile + CUDA Graphs":  # without inductor: dynamo's CUDA Graphs backend alone
+        net, used = torch.compile(model, backend="cudagraphs"), "cudagraphs"
+    previous = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = variant == "cudnn.benchmark"
+    try:
+        def step() -> None:
+            loss = F.cross_entropy(net(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+        sync()
+        start = time.perf_counter()
+        step()  # compiling, capturing or searching happens here, once
+        sync()
+        first = time.perf_counter() - start
+        median = benchmark(step, warmup=warmup, repeats=steps, sync=sync).median_s
+    finally:
+        torch.backends.cudnn.benchmark = previous
+    return StepTiming(variant, used, first, median)
 
 
 def show_step_timings(timings: Sequence[StepTiming], run_steps: int | None = None) -> None:

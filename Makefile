@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-EXTRAS := torch,tensorflow,gpu,course,test
+EXTRAS := torch,tensorflow,gpu,triton,course,test
 
 .PHONY: setup lab instructor-lab test test-fast test-colab release check clean-notebooks gpu-check
 

@@ -2,6 +2,12 @@
 
 import pytest
 
+import gpucourse
+
+# triton must load before TensorFlow in a process that may use both (torch.compile loads triton): see
+# gpucourse.load_triton_before_tensorflow. Test modules import TensorFlow at collection, so do it first.
+gpucourse.load_triton_before_tensorflow()
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark nbval's notebook cells slow (`make test` keeps each notebook on one worker with --dist loadscope)."""

@@ -176,6 +176,20 @@ def test_conda_environments_match_pyproject(env_file: str) -> None:
     assert specs.get("python", "").startswith(">=3.11") or specs.get("python", "").startswith("=3.11")
 
 
+def test_triton_is_installed_on_linux_only_and_never_on_colab() -> None:
+    """Lesson 06's triton: its own extra with a Linux marker (wheels are Linux-only), the same requirement in the
+    conda file's pip section and Binder's postBuild, in the test environment, and never in the Colab extra (Colab's
+    CUDA torch brings its own triton)."""
+    (triton,) = _requirements("triton")[len(_requirements()):]
+    assert triton.name == "triton" and str(triton.marker) == 'sys_platform == "linux"'
+    pip_section = [entry for entry in yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
+                   ["dependencies"] if isinstance(entry, dict)][0]["pip"]
+    assert Requirement(next(item for item in pip_section if item.startswith("triton"))) == triton
+    assert f'"triton{triton.specifier}"' in (ROOT / "binder" / "postBuild").read_text(encoding="utf-8")
+    assert "triton" in re.search(r"^EXTRAS := (.*)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M).group(1)
+    assert "triton" not in {r.name for r in _requirements("colab")}
+
+
 def test_binder_installs_the_package() -> None:
     post_build = (ROOT / "binder" / "postBuild").read_text(encoding="utf-8")
     assert post_build.startswith("#!/bin/bash") and "set -e" in post_build and "pip install" in post_build

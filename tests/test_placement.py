@@ -440,3 +440,18 @@ def test_choose_gpu_takes_the_freest_gpu_that_fits() -> None:
     assert pick(1, []) == "cpu"
     with pytest.raises(ValueError, match="need_bytes"):
         placement.choose_gpu(-1, lambda: 0, lambda i: (0, 0))
+
+
+def test_triton_loads_before_tensorflow_so_torch_compile_still_works_after_it(tmp_path):
+    """A process that imports TensorFlow through the course, then torch._dynamo (which loads triton), must not abort
+    (both bundle LLVM; TensorFlow first, then triton, aborts with 'LLVM ERROR: inconsistency in registered
+    CommandLine options')."""
+    import subprocess
+    import sys
+
+    script = ("import gpucourse; gpucourse.import_tensorflow()\n"
+              "import torch, torch._dynamo\n"
+              "print(torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)).tolist())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("[2.0, 2.0]")

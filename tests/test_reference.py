@@ -233,8 +233,18 @@ def test_figures_returns_labelled_recorded_rows_then_public_ones(shipped):
 
 def test_every_public_measurement_names_a_topic_a_figure_and_a_source():
     for entry in reference.PUBLIC:
-        assert entry["topic"] in reference.TOPICS
+        assert entry["topic"] in reference.TOPICS + reference.PUBLIC_ONLY_TOPICS
         assert entry["figure"] and entry["source"] and entry["url"].startswith("https://")
+
+
+@pytest.mark.parametrize("topic", reference.PUBLIC_ONLY_TOPICS)
+def test_a_public_only_topic_has_published_figures_and_shows_them(capsys, topic):
+    """Topics the recorder never measures must show at least one published figure, never an empty table."""
+    assert [entry for entry in reference.PUBLIC if entry["topic"] == topic], f"no published figure on {topic!r}"
+    assert reference.figures(topic) and all(row["kind"] == "public" for row in reference.figures(topic))
+    reference.show(topic)
+    out, err = capsys.readouterr()
+    assert err == "" and "source:" in out and "recorded" not in out
 
 
 @pytest.mark.parametrize("function", [reference.show, reference.figures])

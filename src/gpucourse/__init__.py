@@ -27,6 +27,26 @@ _TF_STARTUP_NOISE = re.compile(
     r"To enable the following instructions: .* in other operations, rebuild TensorFlow")
 
 
+def load_triton_before_tensorflow() -> bool:
+    """Import triton (if installed) before TensorFlow can load; return True if it is loaded.
+
+    Both bundle LLVM: a process that loads TensorFlow first aborts when triton loads later ("LLVM ERROR:
+    inconsistency in registered CommandLine options"), and torch loads triton by itself (``torch.compile``,
+    ``torch._dynamo``). Loaded in the other order, both work.
+    """
+    if "triton" in sys.modules:
+        return True
+    if "tensorflow" in sys.modules:
+        return False  # too late: loading triton now would abort the process
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return False
+    import triton  # noqa: F401
+
+    return True
+
+
 def import_tensorflow():
     """Import TensorFlow quietly (known start-up lines dropped from stderr), GPU memory growth on; return the module.
 
@@ -34,6 +54,7 @@ def import_tensorflow():
     PyTorch in the same notebook; with memory growth on it takes only what it needs.
     """
     quiet_frameworks()
+    load_triton_before_tensorflow()
     sys.stderr.flush()
     with tempfile.TemporaryFile(mode="w+b") as captured:
         saved = os.dup(2)
@@ -59,8 +80,9 @@ def import_tensorflow():
 
 
 def setup() -> "hardware.EnvironmentReport":
-    """Prepare a lesson: silence framework start-up noise and print the one-line environment report."""
+    """Prepare a lesson: silence framework start-up noise, load triton before any TensorFlow, print the report."""
     quiet_frameworks()
+    load_triton_before_tensorflow()
     from gpucourse import hardware
 
     report = hardware.environment_report()
@@ -68,4 +90,4 @@ def setup() -> "hardware.EnvironmentReport":
     return report
 
 
-__all__ = ["__version__", "quiet_frameworks", "import_tensorflow", "setup"]
+__all__ = ["__version__", "quiet_frameworks", "load_triton_before_tensorflow", "import_tensorflow", "setup"]

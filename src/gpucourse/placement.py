@@ -139,9 +139,10 @@ def configure_tensorflow(memory_growth: bool = True, logical_cpus: int | None = 
         logical_cpus = positive_int("logical_cpus", logical_cpus)
     if not isinstance(strict, bool):
         raise TypeError(f"strict must be True or False, got {type(strict).__name__} ({strict!r})")
-    from gpucourse import quiet_frameworks
+    from gpucourse import load_triton_before_tensorflow, quiet_frameworks
 
     quiet_frameworks()  # no-op if the setup cell already did it; must precede the import below
+    load_triton_before_tensorflow()
     log: list[str] = []
     kept: list[str] = []
     with _captured_stderr(log):

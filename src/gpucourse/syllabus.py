@@ -42,7 +42,6 @@ TITLES: Mapping[str, str] = {
 
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
 PLANNED: tuple[str, ...] = (
-    "06_triton",
     "11_attention",
 )
 

@@ -9,10 +9,10 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
 - :mod:`~gpucourse.kernels.tracer`: runs a kernel's Python source on the CPU, one simulated thread at a time;
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
-- :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM.
-
-A Triton backend (lesson 06) joins as its own module beside these (``triton_backend``: Triton's interpreter or the
-GPU, and its traffic counter), re-exported here like the others.
+- :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;
+- :mod:`~gpucourse.kernels.triton_backend` (lesson 06_triton): Triton kernels compiled on a GPU or run in Triton's
+  interpreter, and the counter of their memory traffic; it imports triton only when a kernel is launched, and
+  :mod:`~gpucourse.kernels.triton_kernels` (the course's own softmax and matmul) needs triton to import.
 
 ``BACKEND`` and ``BACKEND_REASON`` are read from :mod:`~gpucourse.kernels.numba_backend` on every access, so they
 follow :func:`use_cuda_or_simulator`.
@@ -20,7 +20,7 @@ follow :func:`use_cuda_or_simulator`.
 
 from __future__ import annotations
 
-from gpucourse.kernels import numba_backend
+from gpucourse.kernels import numba_backend, triton_backend
 from gpucourse.kernels.cuda_stack import (StackLayer, _cudnn_version_string, nvidia_wheels, software_stack,
                                           tensorflow_build_info)
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, blocks_for, grid_2d
@@ -45,4 +45,5 @@ __all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelT
            "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
            "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows",
            "occupancy_table",
-           "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "use_cuda_or_simulator"]
+           "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "triton_backend",
+           "use_cuda_or_simulator"]

@@ -1,0 +1,249 @@
+"""Tests of gpucourse.kernels.triton_backend and triton_kernels: launch, the traffic counter, bounds, bad input.
+
+Kernels run in Triton's interpreter on the CPU (one kernel at a time; TRITON_INTERPRET is never set), and compiled
+on a CUDA GPU in the tests marked gpu. The counter wraps internal interpreter methods: these tests hold it to
+exact counts so that a triton upgrade that changes them fails here, not in a learner's notebook.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
+
+from gpucourse.kernels import triton_backend as tb  # noqa: E402
+from gpucourse.kernels import triton_kernels  # noqa: E402
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    total = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.maximum(total, 0.0), mask=mask)
+
+
+@triton.jit
+def unmasked_store_kernel(out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.zeros((BLOCK,), dtype=tl.float32) + 1.0)
+
+
+@triton.jit
+def scale_in_place_kernel(x_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    row = tl.load(x_ptr + tl.program_id(0) * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(row, axis=0))
+
+
+def _add(x, y, block=128):
+    out = torch.empty_like(x)
+    tb.launch(add_kernel, (triton.cdiv(x.numel(), block),), x, y, out, x.numel(), BLOCK=block)
+    return out
+
+
+# --------------------------------------------------------------------------- launch and values
+
+def test_launch_interprets_on_cpu_tensors():
+    x, y = torch.randn(1000), torch.randn(1000)
+    assert not tb.runs_compiled(x, y)
+    assert torch.equal(_add(x, y), x + y)
+
+
+def test_jit_helpers_inside_a_kernel_run_interpreted_and_calls_are_restored():
+    x = torch.randn(5, 37)
+    out = torch.empty(5)
+    tb.launch(row_sum_kernel, (5,), x, out, 37, BLOCK=64)  # tl.sum is itself a @triton.jit function
+    assert torch.allclose(out, x.sum(dim=1), atol=1e-5)
+    with pytest.raises(RuntimeError, match="outside of the scope of a kernel"):
+        add_kernel(x, x, x, 1, 1)  # the JITFunction call patch is gone after the launch
+
+
+def test_in_place_kernel_sees_one_tensor():
+    x = torch.arange(10, dtype=torch.float32)
+    with tb.count_traffic() as traffic:
+        tb.launch(scale_in_place_kernel, (1,), x, 10, BLOCK=16)
+    assert torch.equal(x, torch.arange(10, dtype=torch.float32) * 2)
+    assert traffic.elements_read(x) == 10 and traffic.elements_written(x) == 10
+
+
+def test_course_kernels_match_torch():
+    x = torch.randn(7, 65) * 1e4
+    assert torch.allclose(triton_kernels.softmax(x), torch.softmax(x, dim=1), atol=1e-6)
+    a, b = torch.randn(33, 17), torch.randn(17, 31)
+    assert torch.allclose(triton_kernels.matmul(a, b, 16, 16, 16), a @ b, atol=1e-4)
+
+
+def test_callable_grid_gets_the_arguments():
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    tb.launch(add_kernel, lambda meta: (triton.cdiv(meta["n_elements"], meta["BLOCK"]),), x, y, out, 300, BLOCK=64)
+    assert torch.equal(out, x + y)
+
+
+# --------------------------------------------------------------------------- the traffic counter
+
+def test_fused_add_relu_reads_8_and_writes_4_bytes_per_element_unfused_12_and_8():
+    n = 1000
+    x, y = torch.randn(n), torch.randn(n)
+    with tb.count_traffic() as fused:
+        out = torch.empty(n)
+        tb.launch(add_relu_kernel, (8,), x, y, out, n, BLOCK=128)
+    assert (fused.bytes_read(), fused.bytes_written()) == (8 * n, 4 * n)
+    assert fused.bytes_read(x) == fused.bytes_read("y_ptr") == 4 * n and fused.bytes_written(out) == 4 * n
+    with tb.count_traffic() as unfused:
+        total, out = torch.empty(n), torch.empty(n)
+        tb.launch(add_kernel, (8,), x, y, total, n, BLOCK=128)
+        tb.launch(relu_kernel, (8,), total, out, n, BLOCK=128)
+    assert len(unfused.launches) == 2
+    assert (unfused.bytes_read(), unfused.bytes_written()) == (12 * n, 8 * n)
+    assert unfused.bytes_written(total) == unfused.bytes_read(total) == 4 * n
+
+
+def test_per_program_counts_and_grid():
+    with tb.count_traffic() as traffic:
+        _add(torch.randn(1000), torch.randn(1000))
+    launch = traffic.launches[0]
+    assert launch.grid == (8, 1, 1) and launch.num_programs == 8 and launch.kernel == "add_kernel"
+    assert launch.programs[(0, 0, 0)] == [256, 128]
+    assert launch.programs[(7, 0, 0)] == [2 * 104, 104]  # 1000 - 7 * 128 lanes are live in the last program
+    header, rows = traffic.rows()
+    assert len(header) == len(rows[0]) and [row[3] for row in rows] == ["x_ptr", "y_ptr", "out_ptr"]
+
+
+def test_counting_blocks_nest_and_launches_outside_are_not_counted():
+    x, y = torch.randn(64), torch.randn(64)
+    _add(x, y)
+    with tb.count_traffic() as outer:
+        _add(x, y)
+        with tb.count_traffic() as inner:
+            _add(x, y)
+    assert len(outer.launches) == 2 and len(inner.launches) == 1
+    assert "1 launches" in repr(inner)
+
+
+def test_traffic_rejects_a_bad_query():
+    with tb.count_traffic() as traffic:
+        _add(torch.randn(8), torch.randn(8))
+    with pytest.raises(TypeError, match="of must be"):
+        traffic.bytes_read(3)
+
+
+def test_missing_mask_is_stopped_before_memory_is_touched():
+    out = torch.zeros(100)
+    with pytest.raises(tb.OutOfBounds, match=r"program \(0,\) of unmasked_store_kernel: a tl.store.*past the end "
+                                              r"of out_ptr"):
+        tb.launch(unmasked_store_kernel, (1,), out, BLOCK=128)
+    assert torch.equal(out, torch.zeros(100))  # nothing was stored
+    from triton.runtime.interpreter import InterpreterBuilder
+    assert "wrapped" not in repr(InterpreterBuilder.create_masked_store)
+    assert InterpreterBuilder.create_masked_store.__name__ == "create_masked_store"  # restored after the error
+
+
+def test_wrapped_interpreter_methods_keep_their_leading_arguments():
+    """The counter reads (ptrs, mask) of loads and (ptrs, value, mask) of stores: triton 3.6 and 3.9 agree."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    load = list(inspect.signature(InterpreterBuilder.create_masked_load).parameters)
+    store = list(inspect.signature(InterpreterBuilder.create_masked_store).parameters)
+    assert load[:3] == ["self", "ptrs", "mask"] and store[:4] == ["self", "ptrs", "value", "mask"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("grid, error, match", [
+    ([8], TypeError, "grid must be a tuple"), ((), TypeError, "grid must be a tuple"),
+    ((1, 1, 1, 1), TypeError, "grid must be a tuple"), ((0,), ValueError, "positive ints"),
+    ((2.0,), ValueError, "positive ints"), ((True,), ValueError, "positive ints"),
+])
+def test_bad_grid(grid, error, match):
+    x = torch.randn(8)
+    with pytest.raises(error, match=match):
+        tb.launch(add_kernel, grid, x, x, x, 8, BLOCK=8)
+
+
+def test_bad_arguments_are_named():
+    x = torch.randn(64)
+    with pytest.raises(ValueError, match="BLOCK must be a power of two"):
+        tb.launch(add_kernel, (1,), x, x, x, 64, BLOCK=48)
+    with pytest.raises(ValueError, match="x_ptr is a non-contiguous tensor"):
+        tb.launch(add_kernel, (1,), torch.randn(128)[::2], x, x, 64, BLOCK=64)
+    with pytest.raises(TypeError, match="BLOK: the kernel has no argument"):
+        tb.launch(add_kernel, (1,), x, x, x, 64, BLOK=64)
+    with pytest.raises(TypeError, match="takes 5 arguments"):
+        tb.launch(add_kernel, (1,), x, x, x, 64, 64, 64)
+    with pytest.raises(TypeError, match="kernel must be a function decorated with @triton.jit"):
+        tb.launch(add_kernel.fn, (1,), x, x, x, 64, BLOCK=64)
+    with pytest.raises(ValueError, match="a and b: inner dimensions"):
+        triton_kernels.matmul(torch.randn(3, 4), torch.randn(5, 3))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        triton_kernels.softmax([[1.0]])
+
+
+def test_autotuned_kernel_is_refused_by_the_interpreter():
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n_elements"])(add_kernel)
+    x = torch.randn(64)
+    with pytest.raises(ValueError, match="interpreter cannot autotune"):
+        tb.launch(tuned, (1,), x, x, torch.empty(64), 64)
+
+
+def test_is_power_of_two():
+    assert [n for n in range(20) if tb.is_power_of_two(n)] == [1, 2, 4, 8, 16]
+    assert not tb.is_power_of_two(True) and not tb.is_power_of_two(4.0)
+
+
+def test_missing_triton_says_take_the_lesson_on_colab(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)
+    with pytest.raises(ImportError, match="Take this lesson on Google Colab"):
+        tb.require_triton()
+
+
+def test_mode_lines():
+    assert tb.launches_compiled("cuda:0") and not tb.launches_compiled("cpu")
+    assert "interpreter" in tb.describe_mode("cpu") and "compile" in tb.describe_mode("cuda:0")
+
+
+# --------------------------------------------------------------------------- GPU only
+
+def _has_cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+def test_gpu_compiles_and_counting_still_interprets():
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    assert tb.runs_compiled(x, y)
+    assert torch.equal(_add(x, y), x + y)
+    with tb.count_traffic() as traffic:
+        assert not tb.runs_compiled(x, y)
+        out = _add(x, y)
+    assert out.is_cuda and torch.equal(out, x + y)
+    assert traffic.bytes_read(x) == 4 * 5000 and traffic.bytes_written(out) == 4 * 5000
+    a, b = torch.randn(300, 200, device="cuda"), torch.randn(200, 100, device="cuda")
+    assert torch.allclose(triton_kernels.matmul(a, b), a @ b, atol=5e-2, rtol=1e-2)  # TF32 on the GPU

@@ -246,3 +246,64 @@ def residual_silu(x, y, block=128):
 ''',
     },
 }
+
+
+# --------------------------------------------------------------------------- Exercise 4: block sizes by traffic
+
+_EX4_HEAD = '''\
+def pick_blocks(M, N, K, candidates, min_programs):
+    """Return the (block_m, block_n, block_k) of candidates that reads least with >= min_programs programs."""
+'''
+
+
+def _ex4_measured(choose: str) -> str:
+    """Measure every candidate as the model answer does, then choose with ``choose`` (a block of code)."""
+    return _EX4_HEAD + '''\
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    measured = []
+    for block_m, block_n, block_k in candidates:
+        c = torch.empty(M, N)
+        with tb.count_traffic() as traffic:
+            tb.launch(triton_kernels.matmul_kernel, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c,
+                      M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+        measured.append((traffic.launches[0].num_programs, traffic.bytes_read(), (block_m, block_n, block_k)))
+''' + choose
+
+
+WRONG["ex4-solution"] = {
+    "constant": _EX4_HEAD + '''\
+    return candidates[0]
+''',
+    # No course helper picks block sizes; the shortcut is a guess without measuring: the biggest tile that still
+    # gives enough programs.
+    "helper": _EX4_HEAD + '''\
+    enough = [c for c in candidates if triton.cdiv(M, c[0]) * triton.cdiv(N, c[1]) >= min_programs]
+    pool = enough or candidates
+    return max(pool, key=lambda c: c[0] * c[1])
+''',
+    # Answers learnt from the visible checks.
+    "visible_only": _EX4_HEAD + '''\
+    return {1: (64, 64, 16), 4: (32, 32, 16)}.get(min_programs, candidates[0])
+''',
+    # The fewest bytes, whatever the number of programs: big tiles that leave SMs idle.
+    "typical": _ex4_measured('''\
+    return min(measured, key=lambda entry: entry[1])[2]
+'''),
+    # The most programs, whatever the traffic.
+    "most_programs": _ex4_measured('''\
+    return max(measured, key=lambda entry: entry[0])[2]
+'''),
+    # A tie goes to the last candidate, not the first.
+    "last_on_tie": _ex4_measured('''\
+    enough = [entry for entry in measured if entry[0] >= min_programs] or measured
+    best = min(entry[1] for entry in enough)
+    return [entry for entry in enough if entry[1] == best][-1][2]
+'''),
+    # Nothing returned when no candidate has enough programs.
+    "none_when_none_qualify": _ex4_measured('''\
+    enough = [entry for entry in measured if entry[0] >= min_programs]
+    if enough:
+        return min(enough, key=lambda entry: entry[1])[2]
+    return None
+'''),
+}

@@ -247,3 +247,9 @@ def test_gpu_compiles_and_counting_still_interprets():
     assert traffic.bytes_read(x) == 4 * 5000 and traffic.bytes_written(out) == 4 * 5000
     a, b = torch.randn(300, 200, device="cuda"), torch.randn(200, 100, device="cuda")
     assert torch.allclose(triton_kernels.matmul(a, b), a @ b, atol=5e-2, rtol=1e-2)  # TF32 on the GPU
+
+
+def test_traffic_records_are_importable_from_their_own_module():
+    from gpucourse.kernels import triton_traffic
+
+    assert tb.Traffic is triton_traffic.Traffic and tb.LaunchRecord is triton_traffic.LaunchRecord

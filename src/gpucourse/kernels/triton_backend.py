@@ -4,8 +4,9 @@
   own interpreter otherwise, one kernel at a time: ``TRITON_INTERPRET=1`` is never set for the process, so the
   kernels that torch.compile generates still compile on a GPU.
 - :func:`count_traffic` forces the interpreter and records, per launch, per program and per tensor argument, the
-  elements and bytes every ``tl.load`` read and every ``tl.store`` wrote (masked-off lanes excluded). An access
-  outside every tensor argument (a missing mask) raises :class:`OutOfBounds` before it touches memory.
+  elements and bytes every ``tl.load`` read and every ``tl.store`` wrote (masked-off lanes excluded), in a
+  :class:`~gpucourse.kernels.triton_traffic.Traffic`. An access outside every tensor argument (a missing mask)
+  raises :class:`OutOfBounds` before it touches memory.
 
 The counter wraps two internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
 ``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9) for the duration of one
@@ -19,10 +20,12 @@ import contextlib
 import inspect
 import numbers
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+
+from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic, _is_tensor
 
 TRITON_MISSING = ("Triton is not installed here: it has wheels for Linux only. Take this lesson on Google Colab "
-                  "(the badge at the top; Colab's PyTorch brings Triton), or on Linux run: pip install 'gpucourse[triton]'.")
+                  "(the badge at the top; Colab's PyTorch brings Triton), or on Linux run: "
+                  "pip install 'gpucourse[triton]'.")
 
 
 def require_triton():
@@ -42,7 +45,9 @@ class OutOfBounds(IndexError):
 
 def is_power_of_two(value: int) -> bool:
     """True for 1, 2, 4, 8, ... (Triton's tl.arange and block shapes need powers of two)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0 and value & (value - 1) == 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return False
+    return value > 0 and value & (value - 1) == 0
 
 
 def _check_kernel(kernel: object) -> None:
@@ -81,116 +86,11 @@ def _check_arguments(names: list[str], args: tuple, constexprs: dict) -> None:
                              f"got {value!r}; triton.next_power_of_2(n) gives the next one")
 
 
-def _is_tensor(value: object) -> bool:
-    """True for a torch tensor (anything with data_ptr, numel and element_size)."""
-    return all(hasattr(value, attribute) for attribute in ("data_ptr", "numel", "element_size"))
-
-
 def runs_compiled(*args: object) -> bool:
     """True if a launch with these arguments compiles for the GPU: a tensor on a CUDA device, and no counting."""
     if _COUNTING:
         return False
     return any(_is_tensor(arg) and getattr(arg, "is_cuda", False) for arg in args)
-
-
-# --------------------------------------------------------------------------- what a launch read and wrote
-
-@dataclass
-class TensorTraffic:
-    """One tensor argument of one launch: what the kernel read from it and wrote to it."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    itemsize: int
-    elements_read: int = 0
-    elements_written: int = 0
-    span: tuple[str, int, int] = ("cpu", 0, 0)  # (device, first byte, end byte) of the caller's tensor
-
-    @property
-    def bytes_read(self) -> int:
-        """Bytes loaded from this tensor."""
-        return self.elements_read * self.itemsize
-
-    @property
-    def bytes_written(self) -> int:
-        """Bytes stored to this tensor."""
-        return self.elements_written * self.itemsize
-
-
-@dataclass
-class LaunchRecord:
-    """One interpreted launch: the kernel, its grid, its tensors, and per program (elements read, written)."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    tensors: dict[str, TensorTraffic]
-    programs: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
-
-    @property
-    def num_programs(self) -> int:
-        """How many programs the grid ran."""
-        return self.grid[0] * self.grid[1] * self.grid[2]
-
-
-def _matches(entry: TensorTraffic, tensor: object) -> bool:
-    """True if ``entry`` is the argument ``tensor`` (or a view of the same memory) of its launch."""
-    if isinstance(tensor, str):
-        return entry.name == tensor
-    start = tensor.data_ptr()
-    end = start + tensor.numel() * tensor.element_size()
-    device, first, last = entry.span
-    return device == str(tensor.device) and first < max(end, start + 1) and start < max(last, first + 1)
-
-
-class Traffic:
-    """What the launches inside one ``count_traffic()`` block read and wrote, per launch, program and tensor."""
-
-    def __init__(self) -> None:
-        self.launches: list[LaunchRecord] = []
-
-    def _entries(self, of: object) -> list[TensorTraffic]:
-        """The tensor entries of every launch that ``of`` names (a tensor, an argument name, or None for all)."""
-        if of is not None and not isinstance(of, str) and not _is_tensor(of):
-            raise TypeError(f"of must be a tensor, a kernel argument's name or None, got {type(of).__name__}")
-        return [entry for launch in self.launches for entry in launch.tensors.values()
-                if of is None or _matches(entry, of)]
-
-    def elements_read(self, of: object = None) -> int:
-        """Elements loaded from ``of`` (a tensor or argument name; None: from every tensor) over all launches."""
-        return sum(entry.elements_read for entry in self._entries(of))
-
-    def elements_written(self, of: object = None) -> int:
-        """Elements stored to ``of`` (a tensor or argument name; None: to every tensor) over all launches."""
-        return sum(entry.elements_written for entry in self._entries(of))
-
-    def bytes_read(self, of: object = None) -> int:
-        """Bytes loaded from ``of`` (None: from every tensor) over all launches."""
-        return sum(entry.bytes_read for entry in self._entries(of))
-
-    def bytes_written(self, of: object = None) -> int:
-        """Bytes stored to ``of`` (None: to every tensor) over all launches."""
-        return sum(entry.bytes_written for entry in self._entries(of))
-
-    def rows(self) -> tuple[list[str], list[list[object]]]:
-        """A header and one row per launch and tensor, for plots.show_table."""
-        header = ["launch", "kernel", "grid", "tensor", "elements read", "bytes read", "elements written",
-                  "bytes written"]
-        rows = [[index, launch.kernel, launch.grid, entry.name,
-                 entry.elements_read, entry.bytes_read, entry.elements_written, entry.bytes_written]
-                for index, launch in enumerate(self.launches) for entry in launch.tensors.values()]
-        return header, rows
-
-    def show(self) -> None:
-        """Display the table of rows() and the totals."""
-        from gpucourse.plots import show_table
-
-        show_table(*self.rows())
-        print(f"{len(self.launches)} launch(es): {self.bytes_read():,} bytes read, {self.bytes_written():,} written")
-
-    def __repr__(self) -> str:
-        return (f"Traffic({len(self.launches)} launches, {self.bytes_read()} bytes read, "
-                f"{self.bytes_written()} bytes written)")
 
 
 _COUNTING: list[Traffic] = []  # the open count_traffic() blocks, innermost last

@@ -1,0 +1,115 @@
+"""What Triton kernels read and wrote (lesson 06_triton): per launch, per program and per tensor argument.
+
+:func:`gpucourse.kernels.triton_backend.count_traffic` fills a :class:`Traffic`; tests ask it questions such as
+``traffic.bytes_read(x)`` with the tensors they passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def _is_tensor(value: object) -> bool:
+    """True for a torch tensor (anything with data_ptr, numel and element_size)."""
+    return all(hasattr(value, attribute) for attribute in ("data_ptr", "numel", "element_size"))
+
+
+@dataclass
+class TensorTraffic:
+    """One tensor argument of one launch: what the kernel read from it and wrote to it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    itemsize: int
+    elements_read: int = 0
+    elements_written: int = 0
+    span: tuple[str, int, int] = ("cpu", 0, 0)  # (device, first byte, end byte) of the caller's tensor
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes loaded from this tensor."""
+        return self.elements_read * self.itemsize
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes stored to this tensor."""
+        return self.elements_written * self.itemsize
+
+
+@dataclass
+class LaunchRecord:
+    """One interpreted launch: the kernel, its grid, its tensors, and per program (elements read, written)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    tensors: dict[str, TensorTraffic]
+    programs: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
+
+    @property
+    def num_programs(self) -> int:
+        """How many programs the grid ran."""
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+def _matches(entry: TensorTraffic, tensor: object) -> bool:
+    """True if ``entry`` is the argument ``tensor`` (or a view of the same memory) of its launch."""
+    if isinstance(tensor, str):
+        return entry.name == tensor
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    device, first, last = entry.span
+    return device == str(tensor.device) and first < max(end, start + 1) and start < max(last, first + 1)
+
+
+class Traffic:
+    """What the launches inside one ``count_traffic()`` block read and wrote, per launch, program and tensor."""
+
+    def __init__(self) -> None:
+        self.launches: list[LaunchRecord] = []
+
+    def _entries(self, of: object) -> list[TensorTraffic]:
+        """The tensor entries of every launch that ``of`` names (a tensor, an argument name, or None for all)."""
+        if of is not None and not isinstance(of, str) and not _is_tensor(of):
+            raise TypeError(f"of must be a tensor, a kernel argument's name or None, got {type(of).__name__}")
+        return [entry for launch in self.launches for entry in launch.tensors.values()
+                if of is None or _matches(entry, of)]
+
+    def elements_read(self, of: object = None) -> int:
+        """Elements loaded from ``of`` (a tensor or argument name; None: from every tensor) over all launches."""
+        return sum(entry.elements_read for entry in self._entries(of))
+
+    def elements_written(self, of: object = None) -> int:
+        """Elements stored to ``of`` (a tensor or argument name; None: to every tensor) over all launches."""
+        return sum(entry.elements_written for entry in self._entries(of))
+
+    def bytes_read(self, of: object = None) -> int:
+        """Bytes loaded from ``of`` (None: from every tensor) over all launches."""
+        return sum(entry.bytes_read for entry in self._entries(of))
+
+    def bytes_written(self, of: object = None) -> int:
+        """Bytes stored to ``of`` (None: to every tensor) over all launches."""
+        return sum(entry.bytes_written for entry in self._entries(of))
+
+    def rows(self) -> tuple[list[str], list[list[object]]]:
+        """A header and one row per launch and tensor, for plots.show_table."""
+        header = ["launch", "kernel", "grid", "tensor", "elements read", "bytes read", "elements written",
+                  "bytes written"]
+        rows = [[index, launch.kernel, launch.grid, entry.name,
+                 entry.elements_read, entry.bytes_read, entry.elements_written, entry.bytes_written]
+                for index, launch in enumerate(self.launches) for entry in launch.tensors.values()]
+        return header, rows
+
+    def show(self) -> None:
+        """Display the table of rows() and the totals."""
+        from gpucourse.plots import show_table
+
+        show_table(*self.rows())
+        print(f"{len(self.launches)} launch(es): {self.bytes_read():,} bytes read, {self.bytes_written():,} written")
+
+    def __repr__(self) -> str:
+        return (f"Traffic({len(self.launches)} launches, {self.bytes_read()} bytes read, "
+                f"{self.bytes_written()} bytes written)")
+
+
+__all__ = ["LaunchRecord", "TensorTraffic", "Traffic"]

@@ -126,3 +126,16 @@ def test_op_name_reads_functions_methods_and_modules():
     assert compilers.op_name(torch.sin) == "sin"
     assert compilers.op_name("relu") == "relu"
     assert compilers.op_name("layers.0.fc1") == "fc1"
+
+
+def test_quiet_drops_the_tf32_notice_and_dynamo_warnings_only(capfd):
+    import logging
+    import warnings
+
+    with compilers.quiet():
+        warnings.warn(compilers.TF32_NOTICE + ". Consider setting ...", UserWarning)
+        logging.getLogger("torch._dynamo.variables.tensor").warning("Graph break from `Tensor.item()`")
+    assert capfd.readouterr().err == ""
+    with pytest.warns(UserWarning, match="something else"):
+        with compilers.quiet():
+            warnings.warn("something else", UserWarning)

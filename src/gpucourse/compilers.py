@@ -19,6 +19,7 @@ import contextlib
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,19 +30,23 @@ from torch import nn
 from gpucourse._validate import positive_int, positive_number
 
 _DYNAMO_LOGGER = "torch._dynamo"
+TF32_NOTICE = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
+"""Start of inductor's notice on an Ampere or newer GPU (lesson 07 teaches TF32): dropped by :func:`quiet`."""
 
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """Compile without stderr: the capstone's known harmless lines, and Dynamo's warnings (a graph break from
-    ``Tensor.item()``, the recompile limit reached), which :func:`break_report` and :class:`GraphRecorder` report."""
+    """Compile without stderr: the capstone's known harmless lines, inductor's TF32 notice, and Dynamo's warnings (a
+    graph break from ``Tensor.item()``, the recompile limit reached), which :func:`break_report` and
+    :class:`GraphRecorder` report."""
     from gpucourse.capstone.step_switches import quiet_compilation
 
     logger = logging.getLogger(_DYNAMO_LOGGER)
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        with quiet_compilation():
+        with quiet_compilation(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=TF32_NOTICE, category=UserWarning)
             yield
     finally:
         logger.setLevel(level)

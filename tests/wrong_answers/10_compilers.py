@@ -113,3 +113,78 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+_EX3 = '''\
+def clipped_mlp(model, x: torch.Tensor) -> torch.Tensor:
+    """model(x) for a compilers.ClippedMLP, in tensor operations only: one graph, no graph break."""
+'''
+_EX4 = '''\
+def serve(fn, batches, backend) -> list:
+    """fn's output for each batch, all from one compilation of fn that serves every shape."""
+'''
+WRONG["ex3-solution"] = {
+    # The input, unchanged: a tensor of the right shape.
+    "constant": _EX3 + '''\
+    return x.clone()
+''',
+    # The course's own answer: off-limits here.
+    "helper": _EX3 + '''\
+    return compilers.traceable_forward(model, x)
+''',
+    # Always scales (the visible input's peak is above the threshold): wrong when the peak is below it.
+    "visible_only": _EX3 + '''\
+    h = model.fc1(x)
+    return model.fc2(F.gelu(h * (model.clip / h.abs().amax()))) + x
+''',
+    # The .item() left in: min() on a Python float instead of an if, but still a graph break.
+    "typical": _EX3 + '''\
+    h = model.fc1(x)
+    peak = h.abs().max().item()
+    return model.fc2(F.gelu(h * min(1.0, model.clip / peak))) + x
+''',
+    # Hides the break behind torch._dynamo.disable: the disabled call is itself a break.
+    "disabled": _EX3 + '''\
+    return torch._dynamo.disable(model)(x)
+''',
+    # The data-dependent branch kept on a tensor comparison: still a break (generic_jump).
+    "tensor_if": _EX3 + '''\
+    h = model.fc1(x)
+    peak = h.abs().amax()
+    if peak > model.clip:
+        h = h * (model.clip / peak)
+    return model.fc2(F.gelu(h)) + x
+''',
+}
+WRONG["ex4-solution"] = {
+    # No output at all.
+    "constant": _EX4 + '''\
+    return []
+''',
+    # The course's own answer: off-limits here.
+    "helper": _EX4 + '''\
+    return compilers.serve_batches(fn, batches, backend)
+''',
+    # Marks the batch dimension only: right while only the batch size changes.
+    "visible_only": _EX4 + '''\
+    compiled = torch.compile(fn, backend=backend)
+    outputs = []
+    for batch in batches:
+        torch._dynamo.mark_dynamic(batch, 0)
+        outputs.append(compiled(batch))
+    return outputs
+''',
+    # The default compile: the first change of a size recompiles (automatic dynamic shapes).
+    "typical": _EX4 + '''\
+    compiled = torch.compile(fn, backend=backend)
+    return [compiled(batch) for batch in batches]
+''',
+    # One graph per shape.
+    "static": _EX4 + '''\
+    compiled = torch.compile(fn, backend=backend, dynamic=False)
+    return [compiled(batch) for batch in batches]
+''',
+    # Runs fn eagerly: right outputs, nothing compiled.
+    "eager": _EX4 + '''\
+    return [fn(batch) for batch in batches]
+''',
+}

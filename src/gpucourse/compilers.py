@@ -1,0 +1,260 @@
+"""``torch.compile`` at model scale (lesson ``10_compilers``): which backend works here, what Dynamo captured.
+
+- :func:`choose_backend` tries one tiny compile with inductor (it needs a C++ compiler on a CPU) and falls back to
+  ``aot_eager`` (tracing without code generation), saying why.
+- :class:`GraphRecorder` is a ``torch.compile`` backend that records every graph Dynamo hands it (its operations) and
+  counts the calls of the compiled graphs; it runs each graph as it is (``gm.forward``), so no compiler is needed.
+  :func:`count_graphs` uses it to count (re)compilations over a list of inputs.
+- :func:`break_report` reads ``torch._dynamo.explain``: graphs, graph breaks and their reasons, operations per graph.
+- :class:`TinyBlock` (a transformer block) and :class:`ClippedMLP` (a model with a graph break) are the lesson's
+  models. :func:`traceable_forward` and :func:`serve_batches` are the instructor's answers to its exercises 3 and 4
+  (off-limits while those are graded).
+
+Graph breaks and recompiles are observed with the ``eager`` backend or a :class:`GraphRecorder`: fast, no compiler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gpucourse._validate import positive_int, positive_number
+
+_DYNAMO_LOGGER = "torch._dynamo"
+TF32_NOTICE = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
+"""Start of inductor's notice on an Ampere or newer GPU (lesson 07 teaches TF32): dropped by :func:`quiet`."""
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Compile without stderr: the capstone's known harmless lines, inductor's TF32 notice, and Dynamo's warnings (a
+    graph break from ``Tensor.item()``, the recompile limit reached), which :func:`break_report` and
+    :class:`GraphRecorder` report."""
+    from gpucourse.capstone.step_switches import quiet_compilation
+
+    logger = logging.getLogger(_DYNAMO_LOGGER)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with quiet_compilation(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=TF32_NOTICE, category=UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _tiny(x: torch.Tensor) -> torch.Tensor:
+    """The function :func:`choose_backend` compiles: two elementwise operations, fused into one kernel."""
+    return x * 2 + 1
+
+
+def choose_backend(compile_fn: Callable[..., Callable] | None = None) -> tuple[str, str | None]:
+    """('inductor', None) if a tiny ``compile_fn(fn, backend="inductor")`` (default ``torch.compile``) compiles and
+    runs right here, else ('aot_eager', why inductor failed): a CPU without a C++ compiler, say."""
+    if compile_fn is None:
+        compile_fn = torch.compile
+    if not callable(compile_fn):
+        raise TypeError(f"compile_fn must be callable like torch.compile, got {type(compile_fn).__name__}")
+    try:
+        with quiet():
+            compiled = compile_fn(_tiny, backend="inductor")
+            if not torch.equal(compiled(torch.ones(3)), torch.full((3,), 3.0)):
+                raise RuntimeError("the compiled function returned a wrong result")
+        return "inductor", None
+    except Exception as error:  # noqa: BLE001  (no C++ compiler, an unsupported platform, ...: all fall back)
+        first_line = (str(error).strip().splitlines() or [""])[0][:160]
+        return "aot_eager", f"{type(error).__name__}: {first_line}"
+
+
+def op_name(target: object) -> str:
+    """A readable name for an FX node's target: 'linear', 'gelu', 'add', 'amax', ... (a method's or module's name)."""
+    if isinstance(target, str):
+        return target.rpartition(".")[2]
+    name = getattr(target, "__name__", None)
+    return name if isinstance(name, str) else str(target)
+
+
+class GraphRecorder:
+    """A ``torch.compile`` backend: records each graph's operations (``graphs``), counts calls of the compiled graphs
+    (``calls``) and runs every graph unchanged (``gm.forward``). One compilation = one entry of ``graphs``."""
+
+    def __init__(self) -> None:
+        self.graphs: list[list[str]] = []
+        self.calls = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> Callable[..., object]:
+        """The backend hook: Dynamo passes each graph it captured and runs what this returns."""
+        self.graphs.append([op_name(node.target) for node in gm.graph.nodes
+                            if node.op in ("call_function", "call_method", "call_module")])
+        forward = gm.forward
+
+        def run(*args: object) -> object:
+            self.calls += 1
+            return forward(*args)
+
+        return run
+
+    @property
+    def graph_count(self) -> int:
+        """How many graphs Dynamo compiled: the first compilation, plus one per graph break and per recompile."""
+        return len(self.graphs)
+
+
+def count_graphs(fn: Callable[[torch.Tensor], object], inputs: Sequence[torch.Tensor], *, dynamic: bool | None = None,
+                 mark_dynamic: Sequence[int] = ()) -> int:
+    """Compile ``fn`` afresh with a :class:`GraphRecorder` and ``dynamic``, call it on each input (marking the dims
+    ``mark_dynamic`` of each with ``torch._dynamo.mark_dynamic`` first) and return how many graphs were compiled."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not isinstance(inputs, Sequence) or not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise TypeError("inputs must be a non-empty list of tensors")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
+    recorder = GraphRecorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=recorder, dynamic=dynamic)
+    with quiet():
+        for x in inputs:
+            for dim in mark_dynamic:
+                torch._dynamo.mark_dynamic(x, dim)
+            compiled(x)
+    return recorder.graph_count
+
+
+def recompile_limit() -> int:
+    """How many compilations Dynamo keeps for one function before it gives up and runs it eagerly."""
+    config = torch._dynamo.config
+    return int(getattr(config, "recompile_limit", getattr(config, "cache_size_limit", 8)))
+
+
+@dataclass(frozen=True)
+class BreakReport:
+    """What ``torch._dynamo.explain`` saw: graphs, graph breaks, each break's reason and each graph's operations."""
+
+    graphs: int
+    breaks: int
+    reasons: tuple[str, ...]
+    ops_per_graph: tuple[tuple[str, ...], ...]
+
+
+def break_report(fn: Callable[..., object], *args: object) -> BreakReport:
+    """Run ``torch._dynamo.explain(fn)(*args)`` quietly (it calls ``fn`` once) and summarise it."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    torch._dynamo.reset()
+    with quiet():
+        explained = torch._dynamo.explain(fn)(*args)
+    reasons = []
+    for reason in explained.break_reasons:
+        text = (str(reason.reason).strip().splitlines() or [""])[0]
+        stack = getattr(reason, "user_stack", None) or []
+        line = (getattr(stack[-1], "line", "") or "").strip() if stack else ""
+        reasons.append(f"{text} (at `{line}`)" if line else text)
+    return BreakReport(graphs=int(explained.graph_count), breaks=int(explained.graph_break_count),
+                       reasons=tuple(reasons),
+                       ops_per_graph=tuple(tuple(op_name(op) for op in ops) for ops in explained.ops_per_graph))
+
+
+# --- the lesson's models ------------------------------------------------------------------------------------------
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU in its tanh form, written out as separate operations (as many model codebases once did)."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm written out: x / sqrt(mean(x^2) + eps) * weight."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+class TinyBlock(nn.Module):
+    """A pre-norm transformer block (causal attention, then an MLP) with hand-written RMSNorm and GELU."""
+
+    def __init__(self, dim: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        dim, heads = positive_int("dim", dim), positive_int("heads", heads)
+        if dim % heads:
+            raise ValueError(f"dim must be a multiple of heads, got dim={dim}, heads={heads}")
+        self.heads = heads
+        self.norm1 = nn.Parameter(torch.ones(dim))
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.Parameter(torch.ones(dim))
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (batch, tokens, dim) -> the same shape."""
+        batch, tokens, dim = x.shape
+        q, k, v = self.qkv(rms_norm(x, self.norm1)).split(dim, dim=-1)
+        q, k, v = (t.view(batch, tokens, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, tokens, dim))
+        return x + self.fc2(gelu_tanh(self.fc1(rms_norm(x, self.norm2))))
+
+
+class ClippedMLP(nn.Module):
+    """An MLP block that scales its hidden activations down to ``clip`` when their peak exceeds it. Its forward reads
+    the peak with ``.item()`` and branches on it in Python: a graph break (lesson 10, exercise 3)."""
+
+    def __init__(self, dim: int = 16, clip: float = 2.0, hidden: int | None = None) -> None:
+        super().__init__()
+        dim = positive_int("dim", dim)
+        self.fc1 = nn.Linear(dim, positive_int("hidden", hidden) if hidden is not None else 4 * dim)
+        self.fc2 = nn.Linear(self.fc1.out_features, dim)
+        self.clip = positive_number("clip", clip)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """fc2(gelu(h)) + x, with h = fc1(x) scaled by clip / peak when its peak |h| is above clip."""
+        h = self.fc1(x)
+        peak = h.abs().max().item()          # a Python float: Dynamo stops the graph here
+        if peak > self.clip:                 # Python control flow on a tensor's value
+            h = h * (self.clip / peak)
+        return self.fc2(F.gelu(h)) + x
+
+
+def traceable_forward(model: ClippedMLP, x: torch.Tensor) -> torch.Tensor:
+    """``model(x)`` of a :class:`ClippedMLP` with tensor operations only: one graph, no break (exercise 3's answer)."""
+    h = model.fc1(x)
+    scale = torch.clamp(model.clip / h.abs().amax(), max=1.0)   # 1 when the peak is within clip: no branch
+    return model.fc2(F.gelu(h * scale)) + x
+
+
+def serve_batches(fn: Callable[[torch.Tensor], torch.Tensor], batches: Sequence[torch.Tensor],
+                  backend: object = "eager") -> list[torch.Tensor]:
+    """``fn`` on every batch, compiled once with ``backend`` for any size (dynamic=True): exercise 4's answer."""
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    with quiet():
+        return [compiled(batch) for batch in batches]
+
+
+def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[], None] | None = None
+                 ) -> tuple[float, float]:
+    """(seconds of the first call, median seconds of a later call) of ``fn``; the first call of a compiled function
+    compiles it."""
+    from gpucourse.launch import time_per_call
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    calls = positive_int("calls", calls)
+    sync = sync or (lambda: None)
+    with quiet():
+        start = time.perf_counter()
+        fn()
+        sync()
+        first_s = time.perf_counter() - start
+        return first_s, time_per_call(fn, calls=calls, repeats=5, sync=sync)
+
+
+__all__ = ["BreakReport", "ClippedMLP", "GraphRecorder", "TinyBlock", "break_report", "choose_backend", "count_graphs",
+           "gelu_tanh", "op_name", "quiet", "recompile_limit", "rms_norm", "serve_batches", "time_compile",
+           "traceable_forward"]

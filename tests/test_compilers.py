@@ -1,0 +1,141 @@
+"""Tests of gpucourse.compilers: the backend choice and its fallback, the recording backend, graph breaks, recompiles."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpucourse import compilers
+
+
+def _failing_compile(fn, backend):
+    """A torch.compile stand-in for a machine without a C++ compiler."""
+    raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore details")
+
+
+def test_choose_backend_falls_back_to_aot_eager_with_the_reason():
+    backend, why = compilers.choose_backend(_failing_compile)
+    assert backend == "aot_eager"
+    assert why == "RuntimeError: InvalidCxxCompiler: No working C++ compiler found"
+
+
+def test_choose_backend_refuses_a_wrong_result():
+    backend, why = compilers.choose_backend(lambda fn, backend: (lambda x: x))
+    assert backend == "aot_eager" and "wrong result" in why
+
+
+def test_choose_backend_accepts_a_working_compiler():
+    assert compilers.choose_backend(lambda fn, backend: fn) == ("inductor", None)
+
+
+def test_choose_backend_rejects_a_non_callable():
+    with pytest.raises(TypeError, match="compile_fn"):
+        compilers.choose_backend("inductor")
+
+
+def test_recorder_counts_graphs_ops_and_calls():
+    torch._dynamo.reset()
+    recorder = compilers.GraphRecorder()
+    compiled = torch.compile(lambda x: F.gelu(x) * 2, backend=recorder)
+    for _ in range(3):
+        out = compiled(torch.ones(4))
+    assert torch.allclose(out, F.gelu(torch.ones(4)) * 2)
+    assert recorder.graph_count == 1 and recorder.calls == 3
+    assert "gelu" in recorder.graphs[0] and "mul" in recorder.graphs[0]
+
+
+def test_count_graphs_sees_static_automatic_and_marked_shapes():
+    inputs = [torch.randn(n, 6) for n in (2, 3, 4, 5)]
+
+    def fn(x):
+        return torch.tanh(x).sum(-1)
+
+    assert compilers.count_graphs(fn, inputs, dynamic=False) == 4
+    assert compilers.count_graphs(fn, inputs) == 2
+    assert compilers.count_graphs(fn, inputs, dynamic=True) == 1
+    assert compilers.count_graphs(fn, [torch.randn(n, 6) for n in (2, 3, 4)], mark_dynamic=(0,)) == 1
+
+
+def test_count_graphs_stops_at_the_recompile_limit_quietly(capfd):
+    inputs = [torch.randn(n) for n in range(2, compilers.recompile_limit() + 5)]
+    assert compilers.count_graphs(torch.sin, inputs, dynamic=False) == compilers.recompile_limit()
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("inputs", [[], [1, 2], "x"])
+def test_count_graphs_rejects_bad_inputs(inputs):
+    with pytest.raises(TypeError, match="inputs"):
+        compilers.count_graphs(torch.sin, inputs)
+
+
+def test_break_report_of_the_clipped_mlp_and_its_fix(capfd):
+    torch.manual_seed(0)
+    model = compilers.ClippedMLP(dim=8, clip=1.0)
+    x = torch.randn(4, 8) * 3
+    with torch.no_grad():
+        broken = compilers.break_report(model, x)
+        fixed = compilers.break_report(compilers.traceable_forward, model, x)
+        assert torch.allclose(compilers.traceable_forward(model, x), model(x), atol=1e-6)
+        small = x * 1e-3
+        assert torch.allclose(compilers.traceable_forward(model, small), model(small), atol=1e-6)
+    assert (broken.graphs, broken.breaks) == (2, 1) and "item" in broken.reasons[0]
+    assert (fixed.graphs, fixed.breaks) == (1, 0) and fixed.ops_per_graph[0].count("linear") == 2
+    assert capfd.readouterr().err == ""
+
+
+def test_serve_batches_compiles_once_for_every_shape():
+    torch._dynamo.reset()
+    recorder = compilers.GraphRecorder()
+    batches = [torch.randn(b, t, 4) for b, t in ((2, 3), (5, 7), (3, 9))]
+    outputs = compilers.serve_batches(lambda x: x.softmax(-1) * 2, batches, recorder)
+    assert recorder.graph_count == 1 and recorder.calls == 3
+    assert all(torch.allclose(o, b.softmax(-1) * 2) for o, b in zip(outputs, batches))
+
+
+def test_tiny_block_keeps_its_shape_and_checks_its_sizes():
+    block = compilers.TinyBlock(dim=16, heads=2)
+    assert block(torch.randn(2, 5, 16)).shape == (2, 5, 16)
+    with pytest.raises(ValueError, match="heads"):
+        compilers.TinyBlock(dim=10, heads=4)
+    with pytest.raises(TypeError, match="dim"):
+        compilers.TinyBlock(dim=1.5)
+
+
+def test_hand_written_layers_match_torch():
+    x = torch.randn(3, 8)
+    assert torch.allclose(compilers.gelu_tanh(x), F.gelu(x, approximate="tanh"), atol=1e-6)
+    assert torch.allclose(compilers.rms_norm(x, torch.ones(8)), F.rms_norm(x, (8,), eps=1e-6), atol=1e-6)
+
+
+def test_clipped_mlp_validates_its_arguments():
+    with pytest.raises(ValueError, match="clip"):
+        compilers.ClippedMLP(clip=0.0)
+    with pytest.raises(TypeError, match="dim"):
+        compilers.ClippedMLP(dim="16")
+
+
+def test_time_compile_returns_first_and_steady_seconds():
+    first, steady = compilers.time_compile(lambda: torch.ones(10).sum(), calls=3)
+    assert first >= 0 and steady > 0
+    with pytest.raises(TypeError, match="fn"):
+        compilers.time_compile(3)
+
+
+def test_op_name_reads_functions_methods_and_modules():
+    assert compilers.op_name(torch.sin) == "sin"
+    assert compilers.op_name("relu") == "relu"
+    assert compilers.op_name("layers.0.fc1") == "fc1"
+
+
+def test_quiet_drops_the_tf32_notice_and_dynamo_warnings_only(capfd):
+    import logging
+    import warnings
+
+    with compilers.quiet():
+        warnings.warn(compilers.TF32_NOTICE + ". Consider setting ...", UserWarning)
+        logging.getLogger("torch._dynamo.variables.tensor").warning("Graph break from `Tensor.item()`")
+    assert capfd.readouterr().err == ""
+    with pytest.warns(UserWarning, match="something else"):
+        with compilers.quiet():
+            warnings.warn("something else", UserWarning)

@@ -43,7 +43,6 @@ TITLES: Mapping[str, str] = {
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
 PLANNED: tuple[str, ...] = (
     "06_triton",
-    "11_attention",
 )
 
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.

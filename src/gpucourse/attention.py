@@ -52,7 +52,7 @@ def attention_costs(n_q: int, n_k: int, d: int, *, batch: int = 1, heads: int = 
         StageCost("P = softmax(S)", 5 * scores, size * 2 * scores),
         StageCost("O = P V", 2 * scores * d, size * (scores + kv + o)),
     ]
-    stages.append(StageCost("fused (FlashAttention)", sum(s.flops for s in stages), size * (q + 2 * kv + o)))
+    stages.append(StageCost("fused, ideal (FlashAttention)", sum(s.flops for s in stages), size * (q + 2 * kv + o)))
     return stages
 
 

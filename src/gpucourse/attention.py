@@ -36,7 +36,7 @@ class StageCost:
 
 def attention_costs(n_q: int, n_k: int, d: int, *, batch: int = 1, heads: int = 1,
                     bytes_per_element: int = 2) -> list[StageCost]:
-    """The three stages of unfused attention (S = QK^T, P = softmax(S), O = PV), then the fused one (lesson 11_attention).
+    """Unfused attention's three stages (S = QK^T, P = softmax(S), O = PV), then the fused one (lesson 11_attention).
 
     Unfused, each stage reads its inputs from and writes its output to memory, so S and P (n_q x n_k per head) cross
     it four times; softmax is counted as 5 FLOPs per score (max, subtract, exp, sum, divide). Fused (FlashAttention)
@@ -103,7 +103,7 @@ def naive_attention(q, k, v, *, causal: bool = False, scale: float | None = None
 
 
 def online_logsumexp(blocks: Iterable):
-    """log(sum(exp(x))) along the last axis of blocks (rows, width) read once, with a running max and sum."""
+    """log(sum(exp(x))) per row of blocks (rows, width) read once, with a running max and sum (lesson 11_attention)."""
     import torch
 
     m = s = None
@@ -123,7 +123,7 @@ def online_logsumexp(blocks: Iterable):
 
 
 def tiled_attention(q, k, v, *, causal: bool = False, block: int = 32):
-    """FlashAttention's forward pass in torch: K and V blocks streamed past each Q block, never the n x n scores."""
+    """FlashAttention's forward pass in torch: K, V blocks streamed past each Q block (lesson 11_attention)."""
     import torch
 
     _check_qkv(q, k, v)
@@ -204,7 +204,7 @@ def backends_that_run(q, k, v, **kwargs) -> dict[str, str]:
 
 
 def sdpa_with_fallback(q, k, v, preferred: Sequence, **kwargs):
-    """Run SDPA with the first backend of ``preferred`` that can run these inputs; (output, that backend)."""
+    """(SDPA output, backend) with the first backend of ``preferred`` that can run the inputs (lesson 11_attention)."""
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
 
@@ -399,7 +399,7 @@ class OneShotStream:
 
 @contextmanager
 def numpy_blocked(exercise: str = "this exercise"):
-    """While active, torch tensors refuse to become numpy arrays (``np.asarray``, ``.numpy()``, DLPack)."""
+    """While active, tensors refuse numpy (``np.asarray``, ``.numpy()``, DLPack; lesson 11_attention)."""
     import torch
 
     def refuse(*_args, **_kwargs):
@@ -431,7 +431,7 @@ def decode_with_cache(x, wq, wk, wv):
 
 
 def kv_cache_step(x_t, cache: dict, wq, wk, wv):
-    """One decoding step: project x_t, append its key and value to ``cache``, attend over the cache (lesson 11_attention)."""
+    """One decoding step: project x_t, add its key and value to ``cache``, attend over it (lesson 11_attention)."""
     import torch
 
     if not isinstance(cache, dict):

@@ -236,3 +236,9 @@ def test_median_ms_times_a_call():
     assert attention.median_ms(lambda: math.sqrt(2), repeats=3) >= 0
     with pytest.raises(ValueError):
         attention.median_ms(lambda: None, repeats=0)
+
+
+def test_first_sentence_keeps_a_refusal_short():
+    assert attention._first_sentence("No viable backend was found. This is likely due to x.\nmore") == \
+        "No viable backend was found."
+    assert attention._first_sentence("") == "no reason given."

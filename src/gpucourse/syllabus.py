@@ -41,9 +41,7 @@ TITLES: Mapping[str, str] = {
 }
 
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
-PLANNED: tuple[str, ...] = (
-    "11_attention",
-)
+PLANNED: tuple[str, ...] = ()
 
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.
 RENAMED: Mapping[str, tuple[str, ...]] = {

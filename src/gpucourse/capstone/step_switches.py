@@ -49,22 +49,9 @@ def quiet_compilation() -> Iterator[None]:
 
 def compile_backend() -> tuple[str, str | None]:
     """('inductor', None) if one tiny ``torch.compile`` works here, else ('aot_eager', why inductor failed)."""
-    with quiet_compilation():
-        return _try_inductor()
+    from gpucourse import compilers  # lesson 10's probe: one place decides whether inductor runs here
 
-
-def _try_inductor() -> tuple[str, str | None]:
-    """Compile and run one tiny function with inductor: ('inductor', None), or ('aot_eager', the reason it failed)."""
-    import torch
-
-    try:
-        tiny = torch.compile(lambda x: x * 2 + 1, backend="inductor", fullgraph=True)
-        if not torch.equal(tiny(torch.ones(3)), torch.full((3,), 3.0)):
-            raise RuntimeError("the compiled function returned a wrong result")
-        return "inductor", None
-    except Exception as error:  # noqa: BLE001  (no C++ compiler, an unsupported platform, ...: all fall back)
-        first_line = (str(error).strip().splitlines() or [""])[0][:160]
-        return "aot_eager", f"{type(error).__name__}: {first_line}"
+    return compilers.choose_backend()
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_int, positive_int
+from gpucourse.memory import OpObserver, _tensors
 
 # --------------------------------------------------------------------------- cost on the roofline
 
@@ -291,7 +292,7 @@ class OpRecord:
     work: int
 
 
-class OpRecorder:
+class OpRecorder(OpObserver):
     """Record every torch operation run inside ``with OpRecorder() as rec:`` (any device; lesson 11_attention).
 
     For each op: the elements of the outputs it allocates (views and in-place results of its inputs do not count) and
@@ -301,7 +302,6 @@ class OpRecorder:
 
     def __init__(self) -> None:
         self.ops: list[OpRecord] = []
-        self._mode = None
 
     @property
     def largest(self) -> int:
@@ -322,35 +322,19 @@ class OpRecorder:
         """True if an op whose name contains ``fragment`` ran (e.g. 'scaled_dot_product')."""
         return any(fragment in op.name for op in self.ops)
 
-    def __enter__(self) -> OpRecorder:
-        import torch
-        from torch.utils._pytree import tree_flatten
-
-        from gpucourse.memory import _dispatch_mode_base
-
-        recorder = self
-
-        class _Mode(_dispatch_mode_base()):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-                outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-                seen = {t.untyped_storage().data_ptr() for t in inputs}
-                new = sum(t.numel() for t in outputs if t.untyped_storage().data_ptr() not in seen)
-                name = func.overloadpacket.__name__
-                macs = _macs(name, args)
-                work = macs if macs is not None else (max([t.numel() for t in inputs + outputs], default=0)
-                                                      if new or not outputs else 0)
-                recorder.ops.append(OpRecord(name, new, work))
-                return out
-
-        self._mode = _Mode()
-        self._mode.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._mode.__exit__(*exc)
-        self._mode = None
+    def _observe(self, func: Callable, args: tuple, kwargs: dict) -> object:
+        """Run one operation and record the elements it allocated and its work."""
+        out = func(*args, **kwargs)
+        inputs = _tensors((args, kwargs))
+        outputs = _tensors(out)
+        seen = {t.untyped_storage().data_ptr() for t in inputs}
+        new = sum(t.numel() for t in outputs if t.untyped_storage().data_ptr() not in seen)
+        name = func.overloadpacket.__name__
+        macs = _macs(name, args)
+        work = macs if macs is not None else (max([t.numel() for t in inputs + outputs], default=0)
+                                              if new or not outputs else 0)
+        self.ops.append(OpRecord(name, new, work))
+        return out
 
 
 class OneShotStream:

@@ -184,7 +184,41 @@ def _dispatch_mode_base():
     return TorchDispatchMode
 
 
-class PeakMemory:
+def _tensors(tree: object) -> list:
+    """The tensors in a nested structure of arguments or results."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
+class OpObserver:
+    """Base of the course's instruments that watch every torch operation run inside ``with`` (any device): a
+    ``TorchDispatchMode`` hands each operation to :meth:`_observe`, which runs it and notes what it wants."""
+
+    _mode = None
+
+    def _observe(self, func: Callable, args: tuple, kwargs: dict) -> object:
+        """Run one operation and return its result (subclasses record something around the call)."""
+        return func(*args, **kwargs)
+
+    def __enter__(self):
+        observer = self
+
+        class _Mode(_dispatch_mode_base()):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return observer._observe(func, args, kwargs or {})
+
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._mode = None
+
+
+class PeakMemory(OpObserver):
     """Count the bytes of every tensor storage created inside ``with PeakMemory() as m:`` while it lives (lesson
     15_bigger_models): ``m.current`` now, ``m.peak`` the most at any moment. Tensors that existed before (weights,
     inputs) are not counted. Works on any device, the CPU included: a ``TorchDispatchMode`` sees every operation,
@@ -195,7 +229,6 @@ class PeakMemory:
         self.current = 0
         self.peak = 0
         self._live: dict[int, tuple[object, int]] = {}
-        self._mode = None
 
     def _sweep(self) -> None:
         """Forget the storages that have been freed."""
@@ -220,29 +253,16 @@ class PeakMemory:
     def _check(self, added: int) -> None:
         """Hook for subclasses: called after each operation with the bytes it allocated."""
 
-    def __enter__(self) -> PeakMemory:
-        import torch
-        from torch.utils._pytree import tree_flatten
-
-        tracker = self
-
-        class _Mode(_dispatch_mode_base()):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
-                          if isinstance(t, torch.Tensor)}
-                out = func(*args, **(kwargs or {}))
-                tracker._sweep()
-                tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-                tracker._check(tracker._allocated(tensors, inputs))
-                return out
-
-        self._mode = _Mode()
-        self._mode.__enter__()
-        return self
+    def _observe(self, func: Callable, args: tuple, kwargs: dict) -> object:
+        """Run one operation, then count the storages it created and forget the freed ones."""
+        inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))}
+        out = func(*args, **kwargs)
+        self._sweep()
+        self._check(self._allocated(_tensors(out), inputs))
+        return out
 
     def __exit__(self, *exc) -> None:
-        self._mode.__exit__(*exc)
-        self._mode = None
+        super().__exit__(*exc)
         self._sweep()
 
 

@@ -633,6 +633,16 @@ def test_environment_report_detects_colab(monkeypatch, no_gpu):
     assert "Google Colab" in report.table()
 
 
+def test_environment_report_detects_kaggle(monkeypatch, no_gpu):
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    report = environment_report()
+    assert report.in_kaggle is True and report.in_colab is False
+    assert any(line.startswith("running in") and line.endswith("Kaggle") for line in report.table().splitlines())
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE")
+    assert environment_report().in_kaggle is False
+
+
 def test_environment_report_lists_each_gpu():
     report = EnvironmentReport(device="cuda:0", cpu=fake_cpu(), platform="Linux x86_64", python="3.11.0",
                                gpus=(GpuInfo("Tesla T4", 15 * 2**30, 40, (7, 5)),), in_colab=True,

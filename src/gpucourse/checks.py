@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numbers
 import sysconfig
 import traceback
@@ -186,18 +188,27 @@ def _blocker(dotted: str, exercise: str) -> Callable[..., object]:
     return blocked
 
 
+_ACTIVE_GUARDS: list["OffLimitsGuard"] = []
+"""Guards in force now, oldest first: :func:`gpucourse.parallel.launch` re-applies them in its worker processes."""
+
+
 class OffLimitsGuard:
     """Active while a test cell runs: the named helpers raise OffLimits; ``restore()`` puts them back."""
 
-    def __init__(self, swaps: list[tuple[object, str, object, object]], namespaces: list[dict]) -> None:
+    def __init__(self, swaps: list[tuple[object, str, object, object]], namespaces: list[dict],
+                 helpers: tuple[str, ...] = (), exercise: str = "") -> None:
         self._swaps = swaps  # (owner, attribute, original, blocker); owner is a module or a namespace dict
         self._namespaces = namespaces
+        self.helpers, self.exercise = helpers, exercise
         self.active = True
+        _ACTIVE_GUARDS.append(self)
 
     def restore(self, *_: object) -> None:
         """Put every helper back (safe to call twice)."""
         if not self.active:
             return
+        if self in _ACTIVE_GUARDS:
+            _ACTIVE_GUARDS.remove(self)
         for owner, attribute, original, blocker in reversed(self._swaps):
             if isinstance(owner, dict):
                 if owner.get(attribute) is blocker:
@@ -219,19 +230,27 @@ def off_limits(*helpers: str, exercise: str, namespace: dict | None = None) -> O
     ``helpers`` are dotted names ('gpucourse.timing.benchmark'). Besides the module attribute, every name in
     ``namespace`` (default: the caller's globals, i.e. the notebook's) bound to the same object is swapped too, so
     ``from gpucourse.timing import benchmark`` in an answer is caught as well. In IPython the helpers come back
-    after the cell, whether it passed or failed.
+    after the cell, whether it passed or failed. Worker processes started by :func:`gpucourse.parallel.launch`
+    while the guard is active block the same helpers.
     """
     import inspect
 
-    if not isinstance(exercise, str) or not exercise:
-        raise TypeError(f"exercise must be a non-empty str such as 'Exercise 1', got {exercise!r}")
-    if not helpers:
-        raise ValueError("helpers: name at least one helper, e.g. 'gpucourse.timing.benchmark'")
     if namespace is None:
         frame = inspect.currentframe()
         namespace = frame.f_back.f_globals if frame is not None and frame.f_back is not None else {}
     elif not isinstance(namespace, dict):
         raise TypeError(f"namespace must be a dict (a module's globals), got {type(namespace).__name__}")
+    guard = _block(helpers, exercise, [namespace])
+    _restore_after_cell(guard)
+    return guard
+
+
+def _block(helpers: tuple[str, ...], exercise: object, namespaces: list[dict]) -> OffLimitsGuard:
+    """Swap each helper for a blocker in its module, in every gpucourse module that re-exports it, in ``namespaces``."""
+    if not isinstance(exercise, str) or not exercise:
+        raise TypeError(f"exercise must be a non-empty str such as 'Exercise 1', got {exercise!r}")
+    if not helpers:
+        raise ValueError("helpers: name at least one helper, e.g. 'gpucourse.timing.benchmark'")
     swaps: list[tuple[object, str, object, object]] = []
     for dotted in helpers:
         module, attribute, original = _resolve(dotted)
@@ -241,13 +260,50 @@ def off_limits(*helpers: str, exercise: str, namespace: dict | None = None) -> O
         for other, name in _other_bindings(original, module):  # re-exports: the same helper under another module
             setattr(other, name, blocker)
             swaps.append((other, name, original, blocker))
-        for name, value in list(namespace.items()):
-            if value is original:
-                namespace[name] = blocker
-                swaps.append((namespace, name, original, blocker))
-    guard = OffLimitsGuard(swaps, [namespace])
-    _restore_after_cell(guard)
-    return guard
+        for namespace in namespaces:
+            for name, value in list(namespace.items()):
+                if value is original:
+                    namespace[name] = blocker
+                    swaps.append((namespace, name, original, blocker))
+    return OffLimitsGuard(swaps, namespaces, tuple(helpers), exercise)
+
+
+def active_off_limits() -> list[tuple[tuple[str, ...], str]]:
+    """(helpers, exercise) of every off-limits guard in force now: what a worker process must block too."""
+    return [(guard.helpers, guard.exercise) for guard in _ACTIVE_GUARDS if guard.active]
+
+
+def _function_namespaces(objects: tuple[object, ...], limit: int = 500) -> list[dict]:
+    """The globals of every function reachable from ``objects`` (and from those globals' functions), each once."""
+    import types
+
+    seen_functions: set[int] = set()
+    namespaces: dict[int, dict] = {}
+    pending = list(objects)
+    while pending and len(seen_functions) < limit:
+        item = pending.pop()
+        if isinstance(item, (list, tuple, set, frozenset)):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, functools.partial):
+            pending.extend((item.func, *item.args, *item.keywords.values()))
+        elif isinstance(item, types.FunctionType) and id(item) not in seen_functions:
+            seen_functions.add(id(item))
+            module = item.__globals__.get("__name__", "")
+            if isinstance(module, str) and (module == "gpucourse" or module.startswith("gpucourse.")):
+                continue  # the course's own modules are handled through sys.modules
+            if id(item.__globals__) not in namespaces:
+                namespaces[id(item.__globals__)] = item.__globals__
+                pending.extend(value for value in item.__globals__.values() if isinstance(value, types.FunctionType))
+    return list(namespaces.values())
+
+
+def block_in_worker(blocked: list[tuple[tuple[str, ...], str]], objects: tuple[object, ...]) -> None:
+    """In a worker process: block the caller's off-limits helpers, in the modules and in the shipped functions' globals."""
+    namespaces = _function_namespaces(objects)
+    for helpers, exercise in blocked:
+        _block(helpers, exercise, namespaces)
 
 
 def _restore_after_cell(guard: OffLimitsGuard) -> None:

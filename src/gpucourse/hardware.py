@@ -712,6 +712,7 @@ class EnvironmentReport:
     versions: dict[str, str | None] = field(default_factory=dict)
     cuda_version: str | None = None
     cudnn_version: int | None = None
+    in_kaggle: bool = False
 
     def one_line(self) -> str:
         """The line every lesson's setup cell prints."""
@@ -727,7 +728,7 @@ class EnvironmentReport:
         """A multi-line report for lesson 00 and the doctor command."""
         rows = [
             ("device chosen", self.device),
-            ("running in", "Google Colab" if self.in_colab else self.platform),
+            ("running in", "Google Colab" if self.in_colab else "Kaggle" if self.in_kaggle else self.platform),
             ("python", self.python),
             ("CPU", self.cpu.model),
             ("CPU cores", f"{self.cpu.physical_cores} physical, {self.cpu.logical_cores} logical"),
@@ -775,4 +776,5 @@ def environment_report() -> EnvironmentReport:
         python=platform.python_version(), platform=f"{platform.system()} {platform.machine()}",
         in_colab="google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ,
         versions=versions, cuda_version=cuda_version, cudnn_version=cudnn_version,
+        in_kaggle="KAGGLE_KERNEL_RUN_TYPE" in os.environ,  # the variable the setup cell reads too
     )

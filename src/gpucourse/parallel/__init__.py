@@ -33,12 +33,14 @@ from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError,
                                                    run_schedule)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
-from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS, WorkerError,
-                                        WorkerTimeout, _child_main, collective_worker, core_shares, describe_worker,
-                                        failing_worker, free_port, hanging_worker, launch, process_group, spin_worker)
+from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, BACKENDS, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS,
+                                        WorkerError, WorkerTimeout, _child_main, collective_worker, core_shares,
+                                        describe_worker, failing_worker, free_port, hanging_worker, launch,
+                                        pick_backend, process_group, rank_device, spin_worker, worker_backend)
 
 __all__ = [
     "LOOPBACK", "DEFAULT_TIMEOUT_S", "WorkerError", "WorkerTimeout", "free_port", "launch", "process_group",
+    "BACKENDS", "pick_backend", "rank_device", "worker_backend",
     "describe_worker", "failing_worker", "hanging_worker", "collective_worker", "spin_worker", "core_shares",
     "TrainConfig", "TrainResult", "DDPResult", "make_model", "make_batches", "train_single", "ddp_worker", "run_ddp",
     "run_ddp_all", "max_difference",

@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
-from gpucourse.parallel.workers import DEFAULT_TIMEOUT_S, launch, process_group
+from gpucourse._validate import non_negative_int, positive_int, positive_number
+from gpucourse.parallel.workers import (DEFAULT_TIMEOUT_S, _gpu_count, launch, pick_backend,  # noqa: F401
+                                        process_group)
 from gpucourse.timing import BenchmarkResult
 
 
@@ -210,13 +211,6 @@ def ddp_worker(rank: int, world_size: int, configs: tuple[TrainConfig, ...], bac
     return results
 
 
-def _gpu_count() -> int:
-    """CUDA GPUs visible here (via the course's one device module)."""
-    from gpucourse.hardware import available_devices
-
-    return sum(name.startswith("cuda") for name in available_devices())
-
-
 def run_ddp_all(configs: Sequence[TrainConfig], world_size: int = 2, *, backend: str = "auto",
                 threads_per_worker: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[DDPResult, ...]:
     """Train each config in turn with DistributedDataParallel on the same ``world_size`` processes, started once."""
@@ -230,15 +224,10 @@ def run_ddp_all(configs: Sequence[TrainConfig], world_size: int = 2, *, backend:
         if config.batch % world_size:
             raise ValueError(f"config.batch ({config.batch}) must be divisible by world_size ({world_size}): DDP "
                              "averages the gradients of equal shards")
-    one_of("backend", backend, ("auto", "gloo", "nccl"))
-    if backend == "auto":
-        backend = "nccl" if _gpu_count() >= world_size else "gloo"  # one GPU shared by two processes: gloo on CPUs
-    elif backend == "nccl" and _gpu_count() < world_size:
-        raise ValueError(f"backend='nccl' needs one CUDA GPU per process: {world_size} processes, "
-                         f"{_gpu_count()} GPU(s) visible; use backend='gloo'")
+    backend = pick_backend(world_size, backend)  # one GPU shared by two processes: gloo on the CPUs
     start = time.perf_counter()
     ranks = launch(ddp_worker, world_size, (tuple(configs), backend, threads_per_worker), timeout_s=timeout_s,
-                   threads_per_worker=threads_per_worker)
+                   threads_per_worker=threads_per_worker, backend=backend)
     wall_s = time.perf_counter() - start
     return tuple(DDPResult(tuple(rank[index] for rank in ranks), backend, wall_s) for index in range(len(configs)))
 

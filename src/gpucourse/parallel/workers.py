@@ -1,9 +1,14 @@
 """Worker processes on one machine: launch, time limits, failures reported with the failing rank's traceback.
 
-Worker processes are started with :func:`launch` (fresh interpreters, like the ``spawn`` start method), talk to each
-other over the loopback interface only (127.0.0.1, a port the operating system picks), are stopped after
-``timeout_s`` and never outlive the call. A worker's failure comes back to the caller as :class:`WorkerError` with
-that rank's traceback. Taught in 12_data_parallelism.
+Worker processes are started with :func:`launch` (fresh interpreters, like the ``spawn`` start method: never a fork
+of a notebook that may already run CUDA or TensorFlow), talk to each other over the loopback interface only
+(127.0.0.1, a port the operating system picks), are stopped after ``timeout_s`` and never outlive the call. A
+worker's failure comes back to the caller as :class:`WorkerError` with that rank's traceback.
+
+The function and its arguments travel by value (cloudpickle), so a function written in a notebook runs in the
+workers too; helpers made off-limits in the caller (:func:`gpucourse.checks.off_limits`) are off-limits in every
+worker. :func:`pick_backend` chooses NCCL where every rank has its own CUDA GPU, gloo otherwise. Taught in
+12_data_parallelism; used by every distributed cell of the course.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 
-from gpucourse._validate import one_of, positive_int, positive_number
+from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
 
 LOOPBACK = "127.0.0.1"
 """The only address the workers use: nothing here opens a port to the network."""
@@ -34,6 +39,8 @@ MAX_WORKERS = 64
 """Most worker processes :func:`launch` starts at once (each is a whole Python interpreter)."""
 
 _TIMEOUT_ENV = "GPUCOURSE_WORKER_TIMEOUT_S"
+_BACKEND_ENV = "GPUCOURSE_BACKEND"
+BACKENDS = ("gloo", "nccl")
 
 # A worker starts as `python -c _BOOT task_file rank`: it restores the caller's sys.path (so that modules the
 # caller can import, a learner's own included, import in the worker too), then runs _child_main.
@@ -68,6 +75,11 @@ def free_port(host: str = LOOPBACK) -> int:
     if host not in (LOOPBACK, "localhost"):
         raise ValueError(f"host must be the loopback address {LOOPBACK!r} (or 'localhost'), got {host!r}: "
                          "the course's workers never listen on the network")
+    return _os_chosen_port()
+
+
+def _os_chosen_port() -> int:
+    """Bind to port 0 on the loopback interface and return the port the OS chose (the launcher's own call)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
@@ -84,26 +96,56 @@ def _loopback_interface() -> str | None:
 
 
 def _check_worker_function(fn: object) -> None:
-    """Raise TypeError unless ``fn`` is a top-level function of an importable module (a worker can import it)."""
-    if not callable(fn):
+    """Raise TypeError unless ``fn`` is a function that can travel to a worker process (by reference or by value)."""
+    if not callable(fn) or isinstance(fn, type):
         raise TypeError(f"fn must be a function, got {type(fn).__name__}")
-    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if module in (None, "__main__") or "<" in name:
-        raise TypeError(f"fn must be a top-level function of an importable module (a .py file), got {name or fn!r} "
-                        f"from {module!r}: worker processes start fresh and cannot see functions defined in a "
-                        "notebook or inside another function")
+    import cloudpickle
+
     try:
-        pickle.loads(pickle.dumps(fn))
-    except Exception as error:  # pickle raises several kinds
-        raise TypeError(f"fn must be picklable by reference, got {name!r}: {error}") from None
+        cloudpickle.dumps(fn)
+    except Exception as error:  # pickling raises several kinds
+        raise TypeError(f"fn must be picklable to travel to the worker processes, got {fn!r}: {error}") from None
 
 
-def _worker_environment(rank: int, world_size: int, port: int, threads: int, timeout_s: float) -> dict[str, str]:
+def _gpu_count() -> int:
+    """CUDA GPUs visible here (via the course's one device module; 0 without torch or CUDA)."""
+    from gpucourse.hardware import available_devices
+
+    return sum(name.startswith("cuda") for name in available_devices())
+
+
+def _nccl_available() -> bool:
+    """True if this torch build has NCCL (Linux CUDA builds; never macOS or Windows)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return bool(dist.is_available() and dist.is_nccl_available())
+
+
+def pick_backend(world_size: int, backend: str = "auto") -> str:
+    """The process-group backend for ``world_size`` ranks: 'nccl' if each rank gets its own CUDA GPU, else 'gloo'."""
+    world_size = positive_int("world_size", world_size)
+    one_of("backend", backend, ("auto",) + BACKENDS)
+    gpus = _gpu_count()
+    nccl_usable = gpus >= world_size and _nccl_available()
+    if backend == "auto":
+        return "nccl" if nccl_usable else "gloo"
+    if backend == "nccl" and not nccl_usable:
+        why = ("this torch build has no NCCL (NCCL exists on Linux CUDA builds only)" if not _nccl_available()
+               else f"{world_size} processes, {gpus} CUDA GPU(s) visible")
+        raise ValueError(f"backend='nccl' needs one CUDA GPU per process: {why}; use backend='gloo' "
+                         "(on CPUs, or with one GPU shared by several processes)")
+    return backend
+
+
+def _worker_environment(rank: int, world_size: int, port: int, threads: int, timeout_s: float,
+                        backend: str = "gloo") -> dict[str, str]:
     """The environment of one worker: its rank, the loopback rendezvous address, thread counts, quiet frameworks."""
     env = dict(os.environ)
     env.update({
         "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
-        "MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port), _TIMEOUT_ENV: repr(timeout_s),
+        "MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port), _TIMEOUT_ENV: repr(timeout_s), _BACKEND_ENV: backend,
         "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
         "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
         "TF_ENABLE_ONEDNN_OPTS": env.get("TF_ENABLE_ONEDNN_OPTS", "0"),
@@ -163,18 +205,33 @@ def _failure(folder: str, failed: list[int], codes: list[int | None], world_size
         with contextlib.suppress(OSError, EOFError, pickle.UnpicklingError):
             with open(os.path.join(folder, f"rank{rank}.error"), "rb") as handle:
                 reports[rank] = pickle.load(handle)
-    if reports:
+    # A rank that died without a traceback (killed, out of memory, a crash in C++) is the likely cause: its peers'
+    # errors ("connection reset by peer") follow from it. An abort (SIGABRT) is more often such a consequence.
+    silent = [rank for rank in failed if rank not in reports and codes[rank] != -signal.SIGABRT]
+    if reports and not silent:
         rank = min(reports, key=lambda r: reports[r]["time"])
         return WorkerError(rank, world_size, reports[rank]["summary"], reports[rank]["traceback"])
-    rank = failed[0]
+    rank = (silent or failed)[0]
     output = _tail(os.path.join(folder, f"rank{rank}.log"))
+    details = f"last lines of its output:\n{output}" if output else "(it printed nothing)"
+    details += "".join(f"\n(then rank {other} failed: {report['summary'][:200]})" for other, report in reports.items())
     return WorkerError(rank, world_size, f"the process {_exit_reason(codes[rank])} without a Python traceback",
-                       f"last lines of its output:\n{output}" if output else "(it printed nothing)")
+                       details)
 
 
 def launch(fn: Callable[..., object], world_size: int, args: Sequence[object] = (), *,
-           timeout_s: float = DEFAULT_TIMEOUT_S, threads_per_worker: int = 1) -> list[object]:
-    """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes; return their results by rank."""
+           timeout_s: float = DEFAULT_TIMEOUT_S, threads_per_worker: int = 1, backend: str = "auto",
+           port: int | None = None) -> list[object]:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes; return their results by rank.
+
+    ``backend`` ('auto', 'gloo' or 'nccl') is what :func:`process_group` joins with in the workers; 'auto' is
+    :func:`pick_backend`'s choice. ``port`` fixes the rendezvous port (default: a free one, chosen again if another
+    program takes it first).
+    """
+    import cloudpickle
+
+    from gpucourse.checks import active_off_limits
+
     _check_worker_function(fn)
     world_size = positive_int("world_size", world_size)
     if world_size > MAX_WORKERS:
@@ -184,23 +241,41 @@ def launch(fn: Callable[..., object], world_size: int, args: Sequence[object] = 
         raise TypeError(f"args must be a tuple or list of arguments for fn, got {type(args).__name__}")
     timeout_s = positive_number("timeout_s", timeout_s)
     threads = positive_int("threads_per_worker", threads_per_worker)
+    backend = pick_backend(world_size, backend)
+    if port is not None:
+        _check_port(port)
     try:
-        task = pickle.dumps((fn, tuple(args), world_size))
+        task = cloudpickle.dumps((fn, tuple(args), world_size, active_off_limits()))
     except Exception as error:
         raise TypeError(f"args must be picklable (they travel to the worker processes): {error}") from None
     for attempt in range(2):
         try:
-            return _launch_once(task, world_size, timeout_s, threads)
+            return _launch_once(task, world_size, timeout_s, threads, backend, port)
         except WorkerError as error:  # another program took the free port before rank 0 could: try a new one
-            if attempt or not any(marker in error.details for marker in _PORT_TAKEN):
+            if port is not None or attempt or not any(marker in error.details for marker in _PORT_TAKEN):
                 raise
     raise AssertionError("unreachable")
+
+
+def _check_port(port: object) -> None:
+    """Raise unless ``port`` is a TCP port number that is free on the loopback interface now."""
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(f"port must be an int (a TCP port number), got {type(port).__name__}")
+    if not 1024 <= port <= 65535:
+        raise ValueError(f"port must be between 1024 and 65535, got {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            raise ValueError(f"port {port} is in use on {LOOPBACK}: pass another port, or port=None to let the "
+                             "operating system pick a free one") from None
 
 
 _PORT_TAKEN = ("EADDRINUSE", "Address already in use", "address already in use")
 
 
-def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int) -> list[object]:
+def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int, backend: str,
+                 port: int | None) -> list[object]:
     """Start the workers on a fresh free port, wait for all of them (or the first failure, or the time limit)."""
     folder = tempfile.mkdtemp(prefix="gpucourse-workers-")
     processes: list[subprocess.Popen] = []
@@ -210,13 +285,13 @@ def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int) -
         with open(task_path, "wb") as handle:
             pickle.dump([p for p in sys.path if p and os.path.isdir(p)], handle)
             handle.write(task)
-        port = free_port()
+        port = port or _os_chosen_port()
         for rank in range(world_size):
             logs.append(open(os.path.join(folder, f"rank{rank}.log"), "wb"))
             processes.append(subprocess.Popen(
                 [sys.executable, "-c", _BOOT, task_path, str(rank)], stdin=subprocess.DEVNULL,
                 stdout=logs[-1], stderr=subprocess.STDOUT,  # nothing a worker prints reaches the notebook
-                env=_worker_environment(rank, world_size, port, threads, timeout_s),
+                env=_worker_environment(rank, world_size, port, threads, timeout_s, backend),
                 start_new_session=os.name == "posix"))
         deadline = time.monotonic() + timeout_s
         while True:
@@ -283,7 +358,11 @@ def _child_main(task_path: str, rank: int) -> None:
     try:
         with open(task_path, "rb") as handle:
             pickle.load(handle)  # the caller's sys.path, already applied by _BOOT
-            fn, args, world_size = pickle.loads(handle.read())
+            fn, args, world_size, blocked = pickle.loads(handle.read())
+        if blocked:
+            from gpucourse.checks import block_in_worker
+
+            block_in_worker(blocked, (fn, *args))
         result = fn(rank, world_size, *args)
         payload = pickle.dumps(result)
     except BaseException as error:  # noqa: BLE001 (SystemExit and KeyboardInterrupt are reported too)
@@ -299,16 +378,42 @@ def _child_main(task_path: str, rank: int) -> None:
     os._exit(0)
 
 
+def worker_backend() -> str:
+    """In a worker: the backend :func:`launch` chose for this group ('gloo' outside a launched worker)."""
+    return os.environ.get(_BACKEND_ENV, "gloo")
+
+
+def rank_device(rank: int, backend: str | None = None):
+    """The torch device a rank computes on: its own GPU under NCCL, the CPU under gloo."""
+    import torch
+
+    rank = non_negative_int("rank", rank)
+    backend = one_of("backend", backend or worker_backend(), BACKENDS)
+    if backend == "nccl":
+        return torch.device("cuda", rank % max(torch.cuda.device_count(), 1))
+    return torch.device("cpu")
+
+
 @contextlib.contextmanager
-def process_group(rank: int, world_size: int, backend: str = "gloo") -> Iterator[object]:
-    """In a worker: join the group at the launcher's loopback address, yield torch.distributed, barrier, leave."""
+def process_group(rank: int, world_size: int, backend: str = "auto") -> Iterator[object]:
+    """In a worker: join the group at the launcher's loopback address, yield torch.distributed, barrier, leave.
+
+    ``backend='auto'`` uses the launcher's choice (:func:`pick_backend`: NCCL with a GPU per rank, else gloo); under
+    NCCL each rank first selects its own GPU, so :func:`rank_device` is where its tensors belong.
+    """
     import datetime
 
     import torch.distributed as dist
 
-    one_of("backend", backend, ("gloo", "nccl"))
+    one_of("backend", backend, ("auto",) + BACKENDS)
+    if backend == "auto":
+        backend = worker_backend()
     timeout = datetime.timedelta(seconds=float(os.environ.get(_TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
     address = f"tcp://{os.environ.get('MASTER_ADDR', LOOPBACK)}:{os.environ['MASTER_PORT']}"
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(rank_device(rank, "nccl"))
     dist.init_process_group(backend, init_method=address, rank=rank, world_size=world_size, timeout=timeout)
     try:
         yield dist
@@ -363,7 +468,7 @@ def collective_worker(rank: int, world_size: int) -> list[float]:
     import torch
 
     torch.set_num_threads(1)
-    with process_group(rank, world_size, "gloo") as dist:
-        values = torch.full((3,), float(rank))
+    with process_group(rank, world_size) as dist:
+        values = torch.full((3,), float(rank), device=rank_device(rank))
         dist.all_reduce(values)
-    return values.tolist()
+        return values.cpu().tolist()

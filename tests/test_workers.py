@@ -1,0 +1,165 @@
+"""The launcher as the distributed lessons use it: notebook functions by value, off-limits helpers in every worker,
+NCCL or gloo, a port in use, a rank killed from outside."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from gpucourse import checks, parallel
+from gpucourse.parallel import WorkerError, launch, workers
+
+
+def _children() -> list[psutil.Process]:
+    """Processes this test process started that are still alive."""
+    return psutil.Process().children(recursive=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_processes():
+    """Every test leaves no child process behind."""
+    before = {p.pid for p in _children()}
+    yield
+    stray = [p for p in _children() if p.pid not in before]
+    assert not stray, f"stray child processes: {[(p.pid, p.name()) for p in stray]}"
+
+
+def _notebook(source: str) -> dict:
+    """Run ``source`` as a notebook cell would: in a namespace whose module is __main__ (nothing a worker can import)."""
+    namespace = {"__name__": "__main__"}
+    exec(textwrap.dedent(source), namespace)  # noqa: S102 (test input written here)
+    return namespace
+
+
+def test_a_function_written_in_a_notebook_runs_in_the_workers_with_its_globals_and_helpers():
+    cell = _notebook("""
+        import math
+        SCALE = 10
+
+        def helper(rank):
+            return rank * SCALE
+
+        def my_worker(rank, world_size, offset):
+            return helper(rank) + offset + math.floor(0.5)
+    """)
+    assert launch(cell["my_worker"], 2, (1,)) == [1, 11]
+    assert launch(lambda rank, world_size: (rank, world_size), 2) == [(0, 2), (1, 2)]
+
+
+def test_a_notebook_function_passed_as_an_argument_travels_too():
+    cell = _notebook("""
+        def square(x):
+            return x * x
+    """)
+    assert launch(_apply_to_rank, 2, (cell["square"],)) == [0, 1]
+    assert launch(_apply_to_rank, 3, (lambda x: x + 100,)) == [100, 101, 102]
+
+
+def _apply_to_rank(rank: int, world_size: int, fn) -> object:
+    """A grader-like worker: call the function it was given on its rank."""
+    return fn(rank)
+
+
+def test_off_limits_helpers_stay_off_limits_in_every_worker_through_any_name():
+    cell = _notebook("""
+        from gpucourse import parallel
+        from gpucourse.parallel import free_port as my_port        # the re-export, bound in the notebook
+
+        def through_module(rank, world_size):
+            return parallel.free_port()
+
+        def through_name(rank, world_size):
+            return my_port()
+
+        def through_home(rank, world_size):
+            from gpucourse.parallel import workers
+            return workers.free_port()
+    """)
+    with checks.off_limits("gpucourse.parallel.workers.free_port", exercise="Exercise 9", namespace=cell):
+        assert checks.active_off_limits() == [(("gpucourse.parallel.workers.free_port",), "Exercise 9")]
+        for name in ("through_module", "through_name", "through_home"):
+            with pytest.raises(WorkerError, match="OffLimits: Exercise 9 asks you to write this yourself"):
+                launch(cell[name], 2)
+    assert checks.active_off_limits() == []
+    ports = launch(cell["through_name"], 2)
+    assert all(isinstance(port, int) and port > 0 for port in ports), "restored once the guard ends"
+
+
+@pytest.mark.parametrize("gpus, nccl, expected", [
+    (0, False, "gloo"), (0, True, "gloo"), (1, True, "gloo"), (2, True, "nccl"), (4, True, "nccl"),
+    (2, False, "gloo"),  # a CUDA build without NCCL (Windows)
+])
+def test_pick_backend_chooses_nccl_only_with_a_gpu_per_rank(monkeypatch, gpus, nccl, expected):
+    monkeypatch.setattr(workers, "_gpu_count", lambda: gpus)
+    monkeypatch.setattr(workers, "_nccl_available", lambda: nccl)
+    assert parallel.pick_backend(2) == expected
+    assert parallel.pick_backend(2, "gloo") == "gloo"
+    if expected == "gloo":
+        with pytest.raises(ValueError, match="backend='nccl' needs one CUDA GPU per process"):
+            parallel.pick_backend(2, "nccl")
+    else:
+        assert parallel.pick_backend(2, "nccl") == "nccl"
+
+
+def test_pick_backend_and_rank_device_reject_bad_input():
+    with pytest.raises(ValueError, match="world_size"):
+        parallel.pick_backend(0)
+    with pytest.raises(ValueError, match="backend"):
+        parallel.pick_backend(2, "mpi")
+    with pytest.raises(ValueError, match="rank"):
+        parallel.rank_device(-1, "gloo")
+    with pytest.raises(ValueError, match="backend"):
+        parallel.rank_device(0, "nccl2")
+
+
+def test_the_launcher_passes_its_backend_to_the_workers(monkeypatch):
+    assert launch(_backend_seen, 2) == [("gloo", "cpu")] * 2
+    monkeypatch.setattr(workers, "_gpu_count", lambda: 2)
+    monkeypatch.setattr(workers, "_nccl_available", lambda: True)
+    env = workers._worker_environment(1, 2, 29500, 1, 10.0, parallel.pick_backend(2))
+    assert env["GPUCOURSE_BACKEND"] == "nccl" and env["RANK"] == "1" and env["MASTER_PORT"] == "29500"
+
+
+def _backend_seen(rank: int, world_size: int) -> tuple[str, str]:
+    """What a worker reads: the group's backend and its own device."""
+    return parallel.worker_backend(), str(parallel.rank_device(rank))
+
+
+def test_a_port_in_use_is_refused_by_name_and_a_free_one_is_used():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ValueError, match=f"port {port} is in use"):
+            launch(parallel.collective_worker, 2, port=port)
+    free = parallel.free_port()
+    assert launch(_port_seen, 2, port=free) == [free, free]
+
+
+def _port_seen(rank: int, world_size: int) -> int:
+    """The rendezvous port a worker was given."""
+    return int(os.environ["MASTER_PORT"])
+
+
+def test_a_rank_killed_from_outside_is_reported_and_the_launch_returns():
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match="rank 1 of 2 failed: the process killed by signal SIGKILL"):
+        launch(_killed_rank, 2, timeout_s=60)
+    assert time.monotonic() - start < 20, "the surviving rank must be stopped, not waited for"
+
+
+def _killed_rank(rank: int, world_size: int) -> int:
+    """Rank 1 is killed by SIGKILL (as the out-of-memory killer would); rank 0 waits in a collective."""
+    with parallel.process_group(rank, world_size) as dist:
+        if rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        import torch
+
+        dist.all_reduce(torch.ones(1))
+    return rank

@@ -3,6 +3,7 @@
 One module per job (lessons 12_data_parallelism and 13_sharding):
 
 - :mod:`~gpucourse.parallel.workers`: start worker processes, time limits, failures with the failing rank's traceback;
+- :mod:`~gpucourse.parallel.comm`: count the collectives a real rank runs (kind, bytes, forward or backward);
 - :mod:`~gpucourse.parallel.collectives`: a simulated network, the ring all-reduce and the parameter server on it;
 - :mod:`~gpucourse.parallel.data_parallel`: DDP on worker processes against one process;
 - :mod:`~gpucourse.parallel.ddp_sim`: DDP's gradient synchronisation (buckets, ``no_sync``) simulated in threads;
@@ -17,6 +18,7 @@ Every public name is importable from ``gpucourse.parallel`` itself, as before th
 
 from __future__ import annotations
 
+from gpucourse.parallel.comm import Collective, CommCounter, comm_counter_worker
 from gpucourse.parallel.collectives import (Message, NetworkError, NetworkRun, RingStep, _check_buffers, _Network,
                                             plot_ring_steps, ps_worker, ring_trace, run_network, run_parameter_server,
                                             run_ring, sgd_step, worker_buffers)
@@ -52,4 +54,5 @@ __all__ = [
     "PipelineConfig", "PipelineEvent", "PipelineResult", "pipeline_worker", "run_pipeline", "gpipe_schedule",
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
+    "CommCounter", "Collective", "comm_counter_worker",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucourse import syllabus
 from notebook_utils import LESSONS, course, load, solution_path, source
 
 import colab_twin  # noqa: E402  (tools/colab_twin.py; notebook_utils puts tools/ on the path)
@@ -52,6 +53,15 @@ def test_stamp_fills_badges_and_setup_from_the_setting() -> None:
     assert repository in source(stamped["cells"][1]) and f"notebooks/{LESSONS[0]}/{LESSONS[0]}.ipynb" in source(stamped["cells"][1])
     assert repository in source(stamped["cells"][2]) and "gpucourse.setup()" in source(stamped["cells"][2])
     assert stamped["cells"][2]["metadata"]["nbgrader"]["locked"] is True
+
+
+def test_multi_gpu_lessons_get_a_kaggle_badge_and_the_others_do_not() -> None:
+    assert set(syllabus.MULTI_GPU_LESSONS) <= set(LESSONS)
+    for lesson in LESSONS:
+        badges = course.badge_markdown(lesson)
+        kaggle = f"https://kaggle.com/kernels/welcome?src=https://github.com/{course.settings()['repository']}/blob/"
+        assert (kaggle in badges and f"notebooks/{lesson}/{lesson}.ipynb)" in badges) == (
+            lesson in syllabus.MULTI_GPU_LESSONS)
 
 
 def test_stamp_refuses_a_notebook_without_its_tagged_cells() -> None:

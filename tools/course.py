@@ -87,8 +87,12 @@ def badge_markdown(lesson: str) -> str:
     path = f"notebooks/{lesson}/{lesson}.ipynb"
     colab = f"https://colab.research.google.com/github/{s['repository']}/blob/{s['branch']}/{path}"
     binder = f"https://mybinder.org/v2/gh/{s['repository']}/{s['branch']}?urlpath=lab/tree/{path}"
-    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
-            f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder})")
+    badges = (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
+              f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder})")
+    if lesson in syllabus.MULTI_GPU_LESSONS:  # two free GPUs: Kaggle opens the notebook straight from GitHub
+        kaggle = f"https://kaggle.com/kernels/welcome?src=https://github.com/{s['repository']}/blob/{s['branch']}/{path}"
+        badges += f" [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle})"
+    return badges
 
 
 def setup_cell_source() -> str:

@@ -43,6 +43,10 @@ TITLES: Mapping[str, str] = {
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
 PLANNED: tuple[str, ...] = ()
 
+# Lessons whose distributed cells use several GPUs when there are: they get a Kaggle badge too (Kaggle's free
+# "GPU T4 x2" notebooks have two GPUs, Colab's one).
+MULTI_GPU_LESSONS: tuple[str, ...] = ("12_data_parallelism", "13_sharding")
+
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.
 RENAMED: Mapping[str, tuple[str, ...]] = {
     "00_getting_started": ("00_getting_started", "01_architecture"),

@@ -212,7 +212,7 @@ def run_pipeline(config: PipelineConfig, microbatch_counts: Iterable[int] = (1, 
         raise ValueError(f"microbatch_counts must be <= config.batch ({config.batch}): every micro-batch needs a "
                          f"row, got {max(counts)}")
     start = time.perf_counter()
-    stage0, stage1 = launch(pipeline_worker, 2, (config, counts), timeout_s=timeout_s)
+    stage0, stage1 = launch(pipeline_worker, 2, (config, counts), timeout_s=timeout_s, backend="gloo")  # CPU stages
     times, busy, timelines = {}, {}, {}
     for m in counts:
         step_times, shares = [], []

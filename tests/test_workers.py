@@ -61,6 +61,17 @@ def test_a_notebook_function_passed_as_an_argument_travels_too():
     assert launch(_apply_to_rank, 3, (lambda x: x + 100,)) == [100, 101, 102]
 
 
+def test_an_unwritten_function_in_a_worker_comes_back_as_not_implemented_error():
+    cell = _notebook("""
+        def exercise(x):
+            # YOUR CODE HERE
+            raise NotImplementedError()
+    """)
+    with pytest.raises(NotImplementedError, match=r"worker rank [01] of 2: NotImplementedError") as caught:
+        launch(_apply_to_rank, 2, (cell["exercise"],))
+    assert type(caught.value) is NotImplementedError
+
+
 def _apply_to_rank(rank: int, world_size: int, fn) -> object:
     """A grader-like worker: call the function it was given on its rank."""
     return fn(rank)

@@ -198,8 +198,12 @@ def _exit_reason(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _failure(folder: str, failed: list[int], codes: list[int | None], world_size: int) -> WorkerError:
-    """The WorkerError of the rank that failed first (the others often fail only because it did)."""
+def _failure(folder: str, failed: list[int], codes: list[int | None], world_size: int) -> Exception:
+    """The WorkerError of the rank that failed first (the others often fail only because it did).
+
+    A function not written yet (NotImplementedError in a worker, e.g. an exercise's untouched stub) comes back as
+    NotImplementedError itself, so that a notebook says "not answered yet" rather than "a worker failed".
+    """
     reports = {}
     for rank in failed:
         with contextlib.suppress(OSError, EOFError, pickle.UnpicklingError):
@@ -210,6 +214,8 @@ def _failure(folder: str, failed: list[int], codes: list[int | None], world_size
     silent = [rank for rank in failed if rank not in reports and codes[rank] != -signal.SIGABRT]
     if reports and not silent:
         rank = min(reports, key=lambda r: reports[r]["time"])
+        if reports[rank].get("not_implemented"):
+            return NotImplementedError(f"worker rank {rank} of {world_size}: {reports[rank]['summary']}")
         return WorkerError(rank, world_size, reports[rank]["summary"], reports[rank]["traceback"])
     rank = (silent or failed)[0]
     output = _tail(os.path.join(folder, f"rank{rank}.log"))
@@ -367,7 +373,7 @@ def _child_main(task_path: str, rank: int) -> None:
         payload = pickle.dumps(result)
     except BaseException as error:  # noqa: BLE001 (SystemExit and KeyboardInterrupt are reported too)
         report = {"time": time.time(), "summary": f"{type(error).__name__}: {error}",
-                  "traceback": traceback.format_exc()}
+                  "traceback": traceback.format_exc(), "not_implemented": isinstance(error, NotImplementedError)}
         _write_atomically(os.path.join(folder, f"rank{rank}.error"), pickle.dumps(report))
         sys.stdout.flush()
         sys.stderr.flush()

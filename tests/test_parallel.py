@@ -32,7 +32,8 @@ PROPERTY = settings(deadline=None, max_examples=40, derandomize=True, database=N
 
 def _children() -> list[psutil.Process]:
     """Processes this test process started that are still alive (zombies included)."""
-    return psutil.Process().children(recursive=True)
+    services = parallel.workers.service_pids()  # the launcher's fork server stays, by design
+    return [p for p in psutil.Process().children(recursive=True) if p.pid not in services]
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +127,7 @@ def test_results_come_back_in_rank_order_from_separate_loopback_processes():
     info = launch(parallel.describe_worker, 3, threads_per_worker=2)
     assert [i["rank"] for i in info] == [0, 1, 2] and all(i["world_size"] == 3 for i in info)
     assert len({i["pid"] for i in info}) == 3 and os.getpid() not in {i["pid"] for i in info}
-    assert all(i["parent_pid"] == os.getpid() for i in info)
+    assert all(i["parent_pid"] in {os.getpid()} | parallel.workers.service_pids() for i in info)
     assert {i["master_addr"] for i in info} == {"127.0.0.1"} and len({i["master_port"] for i in info}) == 1
     assert {i["threads"] for i in info} == {2}
     assert launch(add_ranks, 2, (10,)) == [10, 11]

@@ -18,7 +18,8 @@ from gpucourse.parallel import WorkerError, launch, workers
 
 def _children() -> list[psutil.Process]:
     """Processes this test process started that are still alive."""
-    return psutil.Process().children(recursive=True)
+    services = parallel.workers.service_pids()  # the launcher's fork server stays, by design
+    return [p for p in psutil.Process().children(recursive=True) if p.pid not in services]
 
 
 @pytest.fixture(autouse=True)
@@ -174,3 +175,38 @@ def _killed_rank(rank: int, world_size: int) -> int:
 
         dist.all_reduce(torch.ones(1))
     return rank
+
+
+@pytest.mark.parametrize("method", ["forkserver", "exec"])
+def test_both_start_methods_run_notebook_functions_and_report_failures(monkeypatch, method):
+    monkeypatch.setenv("GPUCOURSE_WORKER_START", method)
+    assert workers.start_method() == method
+    cell = _notebook("""
+        import os
+
+        def who(rank, world_size):
+            return rank, int(os.environ["OMP_NUM_THREADS"]), os.getsid(0) == os.getpid()
+    """)
+    assert launch(cell["who"], 2, threads_per_worker=2) == [(0, 2, True), (1, 2, True)]
+    with pytest.raises(WorkerError, match="rank 1 of 2 failed: ValueError"):
+        launch(parallel.failing_worker, 2, (1,), timeout_s=30)
+    with pytest.raises(parallel.WorkerTimeout):
+        launch(parallel.hanging_worker, 2, timeout_s=1)
+
+
+def test_a_forked_worker_uses_the_thread_count_it_was_given(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_WORKER_START", "forkserver")
+    assert launch(_torch_threads, 2, threads_per_worker=1) == [1, 1]
+
+
+def _torch_threads(rank: int, world_size: int) -> int:
+    """torch's intra-op thread count in a worker."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_a_bad_start_method_is_named(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_WORKER_START", "fork")
+    with pytest.raises(ValueError, match="GPUCOURSE_WORKER_START"):
+        workers.start_method()

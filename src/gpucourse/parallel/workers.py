@@ -39,6 +39,12 @@ MAX_WORKERS = 64
 """Most worker processes :func:`launch` starts at once (each is a whole Python interpreter)."""
 
 _TIMEOUT_ENV = "GPUCOURSE_WORKER_TIMEOUT_S"
+_START_ENV = "GPUCOURSE_WORKER_START"
+START_METHODS = ("forkserver", "exec")
+"""How workers start: forked from a clean server process that has torch imported already (fast: a launch costs a
+fraction of a second instead of an import of torch per rank), or as a fresh interpreter each (``exec``). Neither
+forks the notebook's own process. Set the environment variable ``GPUCOURSE_WORKER_START`` to choose; the default
+is ``forkserver`` where the system has it (Linux, macOS), else ``exec``."""
 _BACKEND_ENV = "GPUCOURSE_BACKEND"
 BACKENDS = ("gloo", "nccl")
 
@@ -156,7 +162,109 @@ def _worker_environment(rank: int, world_size: int, port: int, threads: int, tim
     return env
 
 
-def _stop(processes: Sequence[subprocess.Popen]) -> None:
+def start_method() -> str:
+    """How :func:`launch` starts workers here (see START_METHODS): the environment's choice, else the fastest."""
+    import multiprocessing
+
+    method = os.environ.get(_START_ENV, "")
+    if method:
+        return one_of(_START_ENV, method, START_METHODS)
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "exec"
+
+
+def _forkserver():
+    """multiprocessing's forkserver context, its server preloading torch (if installed) and this module."""
+    import importlib.util
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    preload = ["gpucourse.parallel.workers"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    context.set_forkserver_preload(preload)  # applies when the server starts (once per notebook process)
+    return context
+
+
+def service_pids() -> set[int]:
+    """Process ids of the long-lived helpers multiprocessing keeps for :func:`launch` (its fork server and resource
+    tracker): children of this process by design, never stray workers."""
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    pids = {getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None),
+            getattr(multiprocessing.resource_tracker._resource_tracker, "_pid", None)}
+    return {pid for pid in pids if isinstance(pid, int)}
+
+
+class _ForkedWorker:
+    """A worker forked by the fork server, with the part of ``subprocess.Popen``'s face that the launcher uses."""
+
+    def __init__(self, process: object) -> None:
+        self._process = process
+        self.pid = process.pid
+
+    def poll(self) -> int | None:
+        """The exit code (negative: killed by that signal), or None while it runs."""
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait up to ``timeout`` seconds for it to end; its exit code or None."""
+        self._process.join(timeout)
+        return self._process.exitcode
+
+
+def _start_worker(method: str, task_path: str, rank: int, env: dict[str, str], log_path: str):
+    """Start one worker by ``method``; a handle with poll(), wait() and pid."""
+    if method == "forkserver":
+        process = _forkserver().Process(target=_forked_child, args=(task_path, rank, env, log_path, os.getpid()),
+                                        name=f"gpucourse-rank{rank}", daemon=False)
+        with _main_module_left_out():
+            process.start()
+        return _ForkedWorker(process)
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the file
+        return subprocess.Popen(
+            [sys.executable, "-c", _BOOT, task_path, str(rank)], stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT,  # nothing a worker prints reaches the notebook
+            env=env, start_new_session=os.name == "posix")
+
+
+@contextlib.contextmanager
+def _main_module_left_out() -> Iterator[None]:
+    """While starting a forked worker, keep multiprocessing from re-importing the caller's ``__main__`` in it (a
+    notebook kernel's launcher, or a learner's script without a ``__main__`` guard): the task needs none of it."""
+    from multiprocessing import spawn
+
+    original = spawn.get_preparation_data
+
+    def preparation_data(name: str) -> dict:
+        data = original(name)
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+        return data
+
+    spawn.get_preparation_data = preparation_data
+    try:
+        yield
+    finally:
+        spawn.get_preparation_data = original
+
+
+def _forked_child(task_path: str, rank: int, env: dict[str, str], log_path: str, launcher_pid: int) -> None:
+    """In a worker forked by the fork server: its own session, output to its log, the launcher's environment."""
+    os.setsid()
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.clear()
+    os.environ.update(env)
+    with open(task_path, "rb") as handle:
+        paths = pickle.load(handle)
+    sys.path[:] = paths + [p for p in sys.path if p not in paths]
+    if "torch" in sys.modules:  # imported by the server before this rank's thread count was known
+        sys.modules["torch"].set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
+    _child_main(task_path, rank, launcher_pid)
+
+
+def _stop(processes: Sequence[object]) -> None:
     """Stop every process that is still running, with its own children; reap them all."""
     import psutil
 
@@ -176,7 +284,7 @@ def _stop(processes: Sequence[subprocess.Popen]) -> None:
     psutil.wait_procs(alive, timeout=2.0)
     for process in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=2.0)
+            process.wait(timeout=2.0)  # reaps it (a Popen) or joins it (a forked worker)
 
 
 def _tail(path: str, lines: int = 25) -> str:
@@ -284,8 +392,8 @@ def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int, b
                  port: int | None) -> list[object]:
     """Start the workers on a fresh free port, wait for all of them (or the first failure, or the time limit)."""
     folder = tempfile.mkdtemp(prefix="gpucourse-workers-")
-    processes: list[subprocess.Popen] = []
-    logs = []
+    processes: list[object] = []
+    method = start_method()
     try:
         task_path = os.path.join(folder, "task.pkl")
         with open(task_path, "wb") as handle:
@@ -293,12 +401,9 @@ def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int, b
             handle.write(task)
         port = port or _os_chosen_port()
         for rank in range(world_size):
-            logs.append(open(os.path.join(folder, f"rank{rank}.log"), "wb"))
-            processes.append(subprocess.Popen(
-                [sys.executable, "-c", _BOOT, task_path, str(rank)], stdin=subprocess.DEVNULL,
-                stdout=logs[-1], stderr=subprocess.STDOUT,  # nothing a worker prints reaches the notebook
-                env=_worker_environment(rank, world_size, port, threads, timeout_s, backend),
-                start_new_session=os.name == "posix"))
+            processes.append(_start_worker(method, task_path, rank,
+                                           _worker_environment(rank, world_size, port, threads, timeout_s, backend),
+                                           os.path.join(folder, f"rank{rank}.log")))
         deadline = time.monotonic() + timeout_s
         while True:
             codes = [process.poll() for process in processes]
@@ -332,8 +437,6 @@ def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int, b
         return results
     finally:
         _stop(processes)
-        for log in logs:
-            log.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -344,23 +447,40 @@ def _write_atomically(path: str, payload: bytes) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _watch_parent(parent_pid: int, limit_s: float) -> None:
+def _alive(pid: int) -> bool:
+    """True while process ``pid`` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_parent(launcher_pid: int, limit_s: float) -> None:
     """In a worker: exit if the launching process dies or the time limit has long passed (no stray workers)."""
+    direct_child = os.getppid() == launcher_pid  # started by exec; a forked worker's parent is the fork server
+
+    def launcher_gone() -> bool:
+        """A direct child is re-parented when the launcher dies; a forked worker asks whether its id still exists."""
+        return os.getppid() != launcher_pid if direct_child else not _alive(launcher_pid)
+
     def watch() -> None:
-        """Poll the parent's id and the clock; end this process when either says so."""
+        """Poll the launcher and the clock; end this process when either says so."""
         start = time.monotonic()
         while True:
             time.sleep(0.25)
-            if os.getppid() != parent_pid or time.monotonic() - start > limit_s:
+            if launcher_gone() or time.monotonic() - start > limit_s:
                 os._exit(3)
 
     threading.Thread(target=watch, name="gpucourse-watch-parent", daemon=True).start()
 
 
-def _child_main(task_path: str, rank: int) -> None:
+def _child_main(task_path: str, rank: int, launcher_pid: int | None = None) -> None:
     """Entry point of a worker process (not for direct use): run the task, save its result or its traceback."""
     folder = os.path.dirname(task_path)
-    _watch_parent(os.getppid(), float(os.environ.get(_TIMEOUT_ENV, DEFAULT_TIMEOUT_S)) + 30.0)
+    _watch_parent(launcher_pid or os.getppid(), float(os.environ.get(_TIMEOUT_ENV, DEFAULT_TIMEOUT_S)) + 30.0)
     try:
         with open(task_path, "rb") as handle:
             pickle.load(handle)  # the caller's sys.path, already applied by _BOOT

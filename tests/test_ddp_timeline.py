@@ -15,11 +15,28 @@ from gpucourse import parallel
 from gpucourse.parallel import ddp_grading, ddp_timeline
 
 
+TINY = parallel.TrainConfig(features=8, hidden=16, batch=16, steps=3, lr=0.05, seed=0, warmup=1)
+
+
 @pytest.fixture(scope="module")
-def observed():
-    """One launch: collectives, bandwidth of two sizes, timelines with one bucket and with several."""
+def observed_run():
+    """One launch: collectives, bandwidth of two sizes, timelines with one bucket and with several, one training."""
     return parallel.run_observed(2, numel=64, sizes=(4096, 65536), repeats=2, bucket_caps_mb=(25.0, 0.02),
-                                 layers=4, width=64, batch=32, steps=2, timeout_s=120)
+                                 layers=4, width=64, batch=32, steps=2, trainings=[TINY], timeout_s=120)
+
+
+@pytest.fixture(scope="module")
+def observed(observed_run):
+    """(collectives, timelines) of the launch."""
+    return observed_run.collectives, observed_run.timelines
+
+
+def test_training_in_the_same_launch_equals_one_process(observed_run):
+    (ddp,) = observed_run.trainings
+    assert ddp.backend == "gloo" and len(ddp.ranks) == 2 and ddp.replicas_identical
+    assert 0 < ddp.wall_s <= observed_run.wall_s
+    single = parallel.train_single(TINY, threads=1)
+    assert parallel.max_difference(ddp.weights, single.weights) < 1e-5
 
 
 def test_all_reduce_equals_reduce_scatter_then_all_gather(observed):
@@ -51,7 +68,8 @@ def test_timeline_buckets(observed):
             assert 0 <= bucket.start_s <= bucket.end_s <= timeline.backward_s + 1e-3
             # a bucket's all-reduce starts only once every gradient in it is ready
             assert bucket.start_s >= max(timeline.ready_s[p] for p in bucket.params)
-        assert timeline.overlap_s >= 0
+        assert 0 <= timeline.exposed_s <= timeline.backward_s
+        assert timeline.last_ready_s == max(timeline.ready_s.values())
     # DDP fills buckets in reverse order: the last layer's gradients come first
     assert "6.weight" in several.buckets[0].params
 
@@ -85,10 +103,13 @@ def test_timeline_bad_input(kwargs, error, name):
     ({"sizes": ()}, TypeError, "sizes"),
     ({"sizes": (0,)}, ValueError, "sizes"),
     ({"repeats": 0}, ValueError, "repeats"),
+    ({"trainings": [parallel.TrainConfig(batch=63)]}, ValueError, "trainings"),
+    ({"trainings": "TINY"}, TypeError, "trainings"),
 ])
 def test_collectives_bad_input(kwargs, error, name):
-    with pytest.raises(error, match=name):
-        parallel.run_collectives(**kwargs)
+    if "trainings" not in kwargs:
+        with pytest.raises(error, match=name):
+            parallel.run_collectives(**kwargs)
     with pytest.raises(error, match=name):
         parallel.run_observed(**kwargs)
 

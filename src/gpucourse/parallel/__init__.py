@@ -29,9 +29,9 @@ from gpucourse.parallel.data_parallel import (DDPResult, TrainConfig, TrainResul
                                               run_ddp_all, train_single)
 from gpucourse.parallel.keras_devices import configure_tf_devices
 from gpucourse.parallel.ddp_grading import AccumulationCase, AccumulationRun, accumulation_worker, run_accumulation
-from gpucourse.parallel.ddp_timeline import (BucketEvent, CollectivesRun, DDPTimeline, collectives_worker,
-                                             ddp_timeline_worker, observe_worker, plot_ddp_timeline, run_collectives,
-                                             run_ddp_timeline, run_observed)
+from gpucourse.parallel.ddp_timeline import (BucketEvent, CollectivesRun, DDPTimeline, ObservedRun,
+                                             collectives_worker, ddp_timeline_worker, observe_worker,
+                                             plot_ddp_timeline, run_collectives, run_ddp_timeline, run_observed)
 from gpucourse.parallel.ddp_sim import (DEFAULT_BUCKET_CAP_MB, DataParallelRun, SimulatedDDP, accumulation_step,
                                         run_data_parallel)
 from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult, _pipeline_data, _pipeline_stage,
@@ -61,7 +61,8 @@ __all__ = [
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
     "CommCounter", "Collective", "comm_counter_worker",
-    "CollectivesRun", "BucketEvent", "DDPTimeline", "collectives_worker", "ddp_timeline_worker", "observe_worker",
+    "CollectivesRun", "BucketEvent", "DDPTimeline", "ObservedRun", "collectives_worker", "ddp_timeline_worker",
+    "observe_worker",
     "run_collectives", "run_ddp_timeline", "run_observed", "plot_ddp_timeline",
     "AccumulationCase", "AccumulationRun", "accumulation_worker", "run_accumulation",
 ]

@@ -145,10 +145,14 @@ class DDPTimeline:
     gradient_bytes: int
 
     @property
-    def overlap_s(self) -> float:
-        """Seconds of all-reduce that ran before the last gradient was ready (communication hidden by compute)."""
-        last_ready = max(self.ready_s.values())
-        return sum(max(0.0, min(b.end_s, last_ready) - b.start_s) for b in self.buckets)
+    def last_ready_s(self) -> float:
+        """When the last parameter's gradient was ready (s since backward() was called)."""
+        return max(self.ready_s.values())
+
+    @property
+    def exposed_s(self) -> float:
+        """Seconds backward() still waited for all-reduces after the last gradient was ready (not hidden by compute)."""
+        return max(0.0, self.backward_s - self.last_ready_s)
 
 
 def _mlp(layers: int, width: int):
@@ -271,25 +275,76 @@ def run_ddp_timeline(bucket_caps_mb: Sequence[float] = (25.0, 0.1), *, world_siz
     return _timeline_objects(ranks[0])
 
 
-def observe_worker(rank: int, world_size: int, collectives_args: tuple, timeline_args: tuple) -> dict:
-    """One rank of :func:`run_observed`: the collectives and bandwidth, then the DDP timelines, in one group."""
+@dataclass(frozen=True)
+class ObservedRun:
+    """What :func:`run_observed` saw: the collectives and bandwidth, the DDP timelines, the DDP trainings."""
+
+    collectives: CollectivesRun
+    timelines: tuple[DDPTimeline, ...]
+    trainings: tuple  # one DDPResult per TrainConfig, as run_ddp_all returns them
+    wall_s: float
+
+
+def _trainings(rank: int, world_size: int, configs: tuple) -> list:
+    """In a joined group: DDP training of each config on this rank's shard (as ``ddp_worker`` does)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from gpucourse.parallel.data_parallel import TrainResult, _train, make_model
+
+    device = rank_device(rank)
+    results = []
+    for config in configs:
+        shard = config.batch // world_size
+        model = make_model(config).to(device)
+        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type != "cpu" else None)
+        weights, times = _train(ddp, config, slice(rank * shard, (rank + 1) * shard), device)
+        results.append(TrainResult(weights, times, config.warmup, processes=world_size,
+                                   threads=torch.get_num_threads()))
+    return results
+
+
+def observe_worker(rank: int, world_size: int, collectives_args: tuple, timeline_args: tuple,
+                   configs: tuple = ()) -> dict:
+    """One rank of :func:`run_observed`: collectives and bandwidth, DDP timelines, DDP trainings, in one group."""
     with process_group(rank, world_size) as dist:
-        return {"collectives": _collectives(rank, world_size, dist, *collectives_args),
-                "timelines": _timelines(rank, world_size, dist, *timeline_args)}
+        start = time.perf_counter()
+        collectives = _collectives(rank, world_size, dist, *collectives_args)
+        timelines = _timelines(rank, world_size, dist, *timeline_args)
+        observe_s = time.perf_counter() - start
+        return {"collectives": collectives, "timelines": timelines, "observe_s": observe_s,
+                "trainings": _trainings(rank, world_size, configs)}
 
 
 def run_observed(world_size: int = 2, *, numel: int = 1 << 16, sizes: Sequence[int] = (4096, 262144, 4194304),
                  repeats: int = 5, bucket_caps_mb: Sequence[float] = (25.0, 0.1), layers: int = 6, width: int = 128,
-                 batch: int = 256, steps: int = 3,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[CollectivesRun, list[DDPTimeline]]:
-    """:func:`run_collectives` and :func:`run_ddp_timeline` in ONE launch (processes start once, a few s saved)."""
+                 batch: int = 256, steps: int = 3, trainings: Sequence = (),
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> ObservedRun:
+    """:func:`run_collectives`, :func:`run_ddp_timeline` and DDP training of each TrainConfig in ``trainings``
+    (as :func:`~gpucourse.parallel.data_parallel.run_ddp_all`), all in ONE launch: the processes start once."""
+    from gpucourse.parallel.data_parallel import DDPResult, TrainConfig, _check_config
+
     world_size = positive_int("world_size", world_size)
     collectives_args = _collectives_args(world_size, numel, sizes, repeats)
     timeline_args = _timeline_args(world_size, bucket_caps_mb, layers, width, batch, steps)
-    ranks = launch(observe_worker, world_size, (collectives_args, timeline_args), timeout_s=timeout_s)
+    if isinstance(trainings, (str, bytes)) or not isinstance(trainings, Sequence):
+        raise TypeError(f"trainings must be a list of TrainConfig, got {type(trainings).__name__}")
+    for config in trainings:
+        _check_config("trainings", config, TrainConfig)
+        if config.batch % world_size:
+            raise ValueError(f"trainings: config.batch ({config.batch}) must be divisible by world_size "
+                             f"({world_size}): DDP averages the gradients of equal shards")
+    start = time.perf_counter()
+    ranks = launch(observe_worker, world_size, (collectives_args, timeline_args, tuple(trainings)),
+                   timeout_s=timeout_s)
+    wall_s = time.perf_counter() - start
     collectives = _collectives_run(world_size, collectives_args[0], collectives_args[1],
                                    [rank["collectives"] for rank in ranks])
-    return collectives, _timeline_objects(ranks[0]["timelines"])
+    backend = collectives.backend
+    training_wall_s = wall_s - max(rank["observe_s"] for rank in ranks)  # start-up and training, as run_ddp_all's
+    results = tuple(DDPResult(tuple(rank["trainings"][index] for rank in ranks), backend, training_wall_s)
+                    for index in range(len(trainings)))
+    return ObservedRun(collectives, tuple(_timeline_objects(ranks[0]["timelines"])), results, wall_s)
 
 
 def plot_ddp_timeline(timelines: Sequence[DDPTimeline], ax=None):

@@ -190,6 +190,7 @@ def _timelines(rank: int, world_size: int, dist, layers: int, width: int, batch:
         def on_ready(name: str):
             """A tensor hook: note when this parameter's gradient was computed."""
             def hook(grad):
+                """Record the time; leave the gradient unchanged."""
                 ready[name] = time.perf_counter() - clock["t0"]
                 return grad
             return hook
@@ -207,6 +208,7 @@ def _timelines(rank: int, world_size: int, dist, layers: int, width: int, batch:
             future = dist.all_reduce(buffer.div_(world_size), async_op=True).get_future()
 
             def done(fut):
+                """Record when the all-reduce finished; hand DDP the averaged bucket."""
                 entry["end_s"] = time.perf_counter() - clock["t0"]
                 return fut.value()[0]
             return future.then(done)

@@ -184,7 +184,7 @@ WRONG: dict[str, dict[str, str]] = {
             (loss_fn(ddp(x), y) / 2).backward()
     optimizer.step()
 ''',
-        # No no_sync: the right weights, but one all-reduce per micro-batch (k times the traffic).
+        # No no_sync: the right weights, but one all-reduce per micro-batch (k times the bytes in every step).
         "typical": _EX4 + '''\
     optimizer.zero_grad()
     for x, y in micro_batches:
@@ -215,6 +215,14 @@ WRONG: dict[str, dict[str, str]] = {
         with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
             loss.backward()
     optimizer.step()
+''',
+        # Steps the optimizer after every micro-batch: k - 1 steps on unsynchronised gradients, replicas drift apart.
+        "step_per_micro_batch": _EX4 + '''\
+    optimizer.zero_grad()
+    for index, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+        optimizer.step()
 ''',
         # Forgets zero_grad: the second step adds the first step's gradients again.
         "no_zero_grad": _EX4 + '''\

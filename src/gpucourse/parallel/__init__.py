@@ -6,6 +6,8 @@ One module per job (lessons 12_data_parallelism and 13_sharding):
 - :mod:`~gpucourse.parallel.comm`: count the collectives a real rank runs (kind, bytes, forward or backward);
 - :mod:`~gpucourse.parallel.collectives`: a simulated network, the ring all-reduce and the parameter server on it;
 - :mod:`~gpucourse.parallel.data_parallel`: DDP on worker processes against one process;
+- :mod:`~gpucourse.parallel.ddp_timeline`: real collectives counted, all-reduce bandwidth, DDP's bucket timeline;
+- :mod:`~gpucourse.parallel.ddp_grading`: a learner's accumulation step run in real DDP workers, for grading;
 - :mod:`~gpucourse.parallel.ddp_sim`: DDP's gradient synchronisation (buckets, ``no_sync``) simulated in threads;
 - :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
@@ -26,6 +28,10 @@ from gpucourse.parallel.data_parallel import (DDPResult, TrainConfig, TrainResul
                                               ddp_worker, make_batches, make_model, max_difference, run_ddp,
                                               run_ddp_all, train_single)
 from gpucourse.parallel.keras_devices import configure_tf_devices
+from gpucourse.parallel.ddp_grading import AccumulationCase, AccumulationRun, accumulation_worker, run_accumulation
+from gpucourse.parallel.ddp_timeline import (BucketEvent, CollectivesRun, DDPTimeline, ObservedRun,
+                                             collectives_worker, ddp_timeline_worker, observe_worker,
+                                             plot_ddp_timeline, run_collectives, run_ddp_timeline, run_observed)
 from gpucourse.parallel.ddp_sim import (DEFAULT_BUCKET_CAP_MB, DataParallelRun, SimulatedDDP, accumulation_step,
                                         run_data_parallel)
 from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult, _pipeline_data, _pipeline_stage,
@@ -55,4 +61,8 @@ __all__ = [
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
     "CommCounter", "Collective", "comm_counter_worker",
+    "CollectivesRun", "BucketEvent", "DDPTimeline", "ObservedRun", "collectives_worker", "ddp_timeline_worker",
+    "observe_worker",
+    "run_collectives", "run_ddp_timeline", "run_observed", "plot_ddp_timeline",
+    "AccumulationCase", "AccumulationRun", "accumulation_worker", "run_accumulation",
 ]

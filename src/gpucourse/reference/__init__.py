@@ -31,6 +31,9 @@ PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
     # lesson 11 (attention kernels, SDPA backends)
     "attention",
 
+    # lesson 12 (all-reduce bandwidth within a node, NCCL)
+    "allreduce",
+
 )
 """Topics the recorder does not measure: ``show`` prints their published measurements (each needs one at least)."""
 
@@ -105,6 +108,29 @@ PUBLIC: tuple[dict[str, str], ...] = (
      "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
                "(abstract), 2024",
      "url": "https://huggingface.co/papers/2407.08608"},
+    # lesson 12
+    {"topic": "allreduce", "device": "A100 node (NVLink, 600 GB/s advertised duplex, 300 GB/s one way)",
+     "figure": "235 GB/s from the nccl-tests all_reduce benchmark: 40% of the advertised 600 GB/s, 80% of the "
+               "300 GB/s that one direction carries (payload not stated)",
+     "why": "a link's advertised speed counts both directions; an all-reduce is limited by one direction, and about "
+            "80% of that is what a good measurement reaches",
+     "source": "S. Bekman, 'Machine Learning Engineering', network chapter ('Unidirectional vs Bidirectional')",
+     "url": "https://github.com/stas00/ml-engineering/blob/master/network/README.md"},
+    {"topic": "allreduce", "device": "8x H200 in one node (NVLink 4, NVSwitch, 450 GB/s one way)",
+     "figure": "all_reduce_bench.py sweep tops out at 482.26 GB/s busbw, above the 450 GB/s NVLink 4 spec "
+               "(torch 2.9.1, CUDA 13.0, NCCL 2.27.7; 5 warm-up and 20 timed runs per payload)",
+     "why": "at large payloads NCCL's NVLS algorithm reduces inside the NVSwitch (SHARP), so fewer bytes cross the "
+            "links than the ring formula behind busbw assumes",
+     "source": "S. Bekman, 'Machine Learning Engineering', network benchmarks ('all_reduce benchmark')",
+     "url": "https://github.com/stas00/ml-engineering/blob/master/network/benchmarks/README.md"},
+    {"topic": "allreduce", "device": "8x B200 in one node (NVLink 5)",
+     "figure": "all-reduce busbw 1.20 GB/s at a 32 KiB payload, 36.06 GB/s at 1 MiB, 254.96 GB/s at 16 MiB, "
+               "845.67 GB/s at 16 GiB (all_reduce_bench.py; torch 2.9.1, CUDA 13.0, NCCL 2.27.7)",
+     "why": "small messages are latency-bound: the same GPUs and links give 700 times more bandwidth on a large "
+            "payload than on a small one, so bucket size matters",
+     "source": "S. Bekman, 'Machine Learning Engineering', network chapter ('Inter-node speed depends on intra-node "
+               "speed', the 1-node column)",
+     "url": "https://github.com/stas00/ml-engineering/blob/master/network/README.md"},
 )
 """Published measurements worth setting beside the course's own, each with its source."""
 

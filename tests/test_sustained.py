@@ -118,6 +118,13 @@ def test_an_nvml_error_mid_run_leaves_gaps_and_a_note_not_a_crash(fake_gpu):
     assert any("nvmlDeviceGetClockInfo failed" in s.note for s in result.samples)
 
 
+def test_a_gpu_whose_nvml_cannot_be_read_says_so(fake_gpu):
+    fake_gpu(FakeNvml([], driver=None))
+    result, _ = run_fake(falling)
+    assert result.differs and result.reason.startswith("NVML could not be read (see the note)")
+    assert any("NVML did not initialise" in note for note in result.notes)
+
+
 def test_bfloat16_on_a_turing_gpu_is_measured_in_float16_with_a_note(fake_gpu):
     fake_gpu(nvml.t4_power_capped(14))
     device = FakeDevice(lambda t: 20.0)
@@ -129,7 +136,7 @@ def test_bfloat16_on_a_turing_gpu_is_measured_in_float16_with_a_note(fake_gpu):
 def test_the_cpu_run_is_brief_in_float32_and_shows_the_published_figures(capsys, no_gpu):
     result = sustained.run(seconds=0.3, dtype="float16", n=64, interval_s=0.05)
     assert result.device == "cpu" and result.dtype == "float32" and "emulated" in result.notes[0]
-    assert len(result.intervals) >= 2 and result.burst_tflops > 0 and result.sustained_tflops > 0
+    assert len(result.intervals) >= sustained.MIN_INTERVALS and result.burst_tflops > 0 and result.sustained_tflops > 0
     assert result.series("gpu_sm_clock")[1] == [None] * len(result.intervals)
     if result.differs:
         assert result.reason.startswith("no NVML reading here")
@@ -161,6 +168,8 @@ def test_measure_times_each_interval_and_calls_back_after_it():
 def test_burst_is_the_best_early_interval_and_sustained_the_late_median():
     assert sustained.burst_and_sustained([10, 30, 20, 20, 20, 12, 11, 13, 12, 12]) == (30, 12)
     assert sustained.burst_and_sustained([5.0]) == (5.0, 5.0)
+    device = FakeDevice(lambda t: 10.0)
+    assert len(sustained.measure(device.step, device.sync, FLOPS, 1e-6, 0.5, device.timer)) == sustained.MIN_INTERVALS
     with pytest.raises(ValueError, match="tflops"):
         sustained.burst_and_sustained([])
 

@@ -35,6 +35,9 @@ DEFAULTS = {"cuda": {"seconds": 45.0, "n": 4096, "dtype": "float16", "interval_s
 DROP_TOLERANCE = 0.10
 """Sustained below (1 - this) x burst counts as a fall that needs a reason."""
 
+MIN_INTERVALS = 3
+"""The loop runs at least this many intervals, so that a burst and a sustained figure both exist."""
+
 MEMORY_SHARE = 0.5
 """The three matrices may use at most this share of the memory free on the device."""
 
@@ -194,8 +197,9 @@ def gemm_step(n: int, dtype: str, device: object) -> tuple[Callable[[], None], C
 def measure(step: Callable[[], None], sync: Callable[[], None], flops_per_step: float, seconds: float,
             interval_s: float, timer: Callable[[], float] = time.perf_counter,
             on_interval: Callable[[float], object] | None = None) -> list[Interval]:
-    """Run ``step`` in timed intervals of about ``interval_s`` for ``seconds`` (after one warm-up step), waiting
-    for the device (``sync``) before each interval ends; ``on_interval(end time)`` runs after each one."""
+    """Run ``step`` in timed intervals of about ``interval_s`` for ``seconds`` (after one warm-up step; at least
+    MIN_INTERVALS intervals), waiting for the device (``sync``) before each interval ends; ``on_interval(end time)``
+    runs after each one."""
     seconds, interval_s = positive_number("seconds", seconds), positive_number("interval_s", interval_s)
     flops_per_step = positive_number("flops_per_step", flops_per_step)
     step()
@@ -216,7 +220,7 @@ def measure(step: Callable[[], None], sync: Callable[[], None], flops_per_step: 
         intervals.append(Interval(start - begin, spent, reps, reps * flops_per_step / spent / 1e12))
         if on_interval is not None:
             on_interval(end)
-        if end - begin >= seconds:
+        if end - begin >= seconds and len(intervals) >= MIN_INTERVALS:
             return intervals
         reps = max(1, round(reps * interval_s / spent))
 
@@ -236,6 +240,9 @@ def diagnose(samples: Sequence[Snapshot], burst: float, sustained: float) -> str
         return ""
     half = list(samples[len(samples) // 2:])
     if not any("gpu_sm_clock" in s for s in samples):
+        if samples and samples[-1].device.startswith("cuda"):
+            return ("NVML could not be read (see the note), so the clock and its reasons are unknown: install "
+                    "nvidia-ml-py and run again")
         return ("no NVML reading here (not an NVIDIA GPU): the fall is this machine's own, e.g. other processes "
                 "sharing its cores or the CPU lowering its frequency")
     clock = _clock_change(samples)
@@ -382,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["DEFAULTS", "DROP_TOLERANCE", "DTYPES", "Interval", "SustainedResult", "burst_and_sustained",
+__all__ = ["DEFAULTS", "DROP_TOLERANCE", "DTYPES", "MIN_INTERVALS", "Interval", "SustainedResult", "burst_and_sustained",
            "check_memory", "diagnose", "gemm_step", "measure", "plot", "report", "resolve_dtype", "run"]
 
 if __name__ == "__main__":

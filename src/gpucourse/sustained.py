@@ -389,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["DEFAULTS", "DROP_TOLERANCE", "DTYPES", "MIN_INTERVALS", "Interval", "SustainedResult", "burst_and_sustained",
-           "check_memory", "diagnose", "gemm_step", "measure", "plot", "report", "resolve_dtype", "run"]
+__all__ = ["DEFAULTS", "DROP_TOLERANCE", "DTYPES", "MIN_INTERVALS", "Interval", "SustainedResult",
+           "burst_and_sustained", "check_memory", "diagnose", "gemm_step", "measure", "plot", "report", "resolve_dtype", "run"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -173,3 +173,30 @@ def test_the_kernel_runner_follows_display_updates_of_an_earlier_cell(tmp_path):
                                     "handle.update('b')"])
     cells, note = gpu_check._notebook_in_subprocess(path, "nbclient", 120, gpu_check._env())
     assert [cell.status for cell in cells] == ["PASS", "PASS"], (cells, note)
+
+
+def test_the_sustained_load_step_runs_before_the_long_steps_and_reports_its_figures(tmp_path):
+    assert gpu_check.STEPS.index("sustained") < gpu_check.STEPS.index("pytest") < gpu_check.STEPS.index("notebooks")
+    assert gpu_check.SUSTAINED_S == 30 and gpu_check.parse([]).sustained_s is None
+    report = tmp_path / "report.md"
+    assert gpu_check.main(["--report", str(report), "--steps", "sustained", "--sustained-s", "0.3"]) == 0
+    text = report.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| sustained | PASS |"))
+    assert "burst" in row and "TFLOP/s, sustained" in row
+    assert "Sustained load on" in text and "gpucourse-sustained.json" in text
+    data = json.loads((tmp_path / "gpucourse-sustained.json").read_text())
+    assert data["tflops"] and (tmp_path / "gpucourse-sustained.png").exists()
+
+
+def test_the_sustained_summary_names_the_fall_and_its_reason():
+    data = {"name": "Tesla T4", "device": "cuda:0", "n": 4096, "dtype": "float16", "burst_tflops": 25.0,
+            "sustained_tflops": 15.0, "drop": 0.4, "reason": "power cap in 100% of the samples"}
+    assert gpu_check.sustained_summary(data) == ("Tesla T4 (cuda:0), 4096x4096 float16: burst 25 TFLOP/s, sustained "
+                                                 "15 TFLOP/s (40% lower); why: power cap in 100% of the samples")
+    assert gpu_check.sustained_summary({**data, "drop": -0.1, "reason": ""}).endswith("(0% lower)")
+
+
+def test_without_torch_the_sustained_step_is_listed_as_not_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpu_check.importlib.util, "find_spec", lambda name: None)
+    step = gpu_check.step_sustained(gpu_check.parse(["--report", str(tmp_path / "r.md")]), 60)
+    assert (step.status, step.summary) == ("NOT RUN", "needs torch, which is not installed here")

@@ -88,11 +88,7 @@ def test_snapshot_lookup_and_formatting():
 def test_a_gpu_without_nvml_still_reports_the_host(monkeypatch):
     """No nvidia-ml-py (or a driver NVML cannot read): the report says so and shows the host's metrics."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-
-    def no_nvml(device):
-        raise ImportError("No module named 'pynvml'")
-
-    monkeypatch.setattr(monitor, "_Nvml", no_nvml)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
     snap = snapshot("cuda", cpu_interval_s=0.01)
     assert [m.key for m in snap.metrics] == list(CPU_METRICS)
     assert "nvidia-ml-py" in snap.note and "pynvml" in snap.note and "host metrics only" in snap.name
@@ -176,7 +172,7 @@ def test_sampler_reports_a_failure_in_its_thread(monkeypatch):
     sampler = Sampler("cpu", interval_s=0.02, live=False)
     sampler.start()
 
-    def broken():
+    def broken(time_s=None):
         raise OSError("sensor unplugged")
 
     monkeypatch.setattr(sampler._reader, "read", broken)
@@ -341,34 +337,123 @@ def test_throttle_reasons_decode_nvml_bits():
     for bad in (-1, 1.5, True, "4"):
         with pytest.raises(TypeError, match="mask"):
             monitor.throttle_reasons(bad)
-    assert Metric("gpu_throttle", "held down by", 4.0, "reasons", "NVML").formatted() == "software power cap"
+    assert Metric("gpu_throttle", "held down by", 4.0, "reasons", "NVML").formatted() == "power cap"
     assert Metric("gpu_throttle", "held down by", 0.0, "reasons", "NVML").formatted() == "none"
 
 
-def test_nvml_metrics_read_clocks_and_reasons_from_a_fake_nvml(monkeypatch):
-    """Every NVML metric, in NVML_METRICS order, from a stand-in pynvml (no GPU needed); the older reasons call too."""
-    import types
+def test_reasons_in_plain_words():
+    assert monitor.reason_words(0x4) == ["power cap"]
+    assert monitor.reason_words(0x20 | 0x40) == ["thermal"], "software and hardware thermal: one word, once"
+    assert monitor.reason_words(0x1 | 0x2 | 0x8) == ["idle", "application clocks", "hardware slowdown"]
+    assert monitor.reason_words(0x80) == ["hardware slowdown"] and monitor.reason_words(0x2000) == ["other (0x2000)"]
+    assert "power limit" in monitor.explain_reasons(0x4) and "too hot" in monitor.explain_reasons(0x20)
+    assert monitor.explain_reasons(0).startswith("nothing holds the clock down")
+    with pytest.raises(TypeError, match="mask"):
+        monitor.reason_words(-4)
 
-    fake = types.SimpleNamespace(
-        NVMLError=RuntimeError, NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1,
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetHandleByIndex=lambda index: "h",
-        nvmlDeviceGetName=lambda handle: b"Fake GPU",
-        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=97, memory=40),
-        nvmlDeviceGetMemoryInfo=lambda handle: types.SimpleNamespace(used=2**30, total=16 * 2**30),
-        nvmlDeviceGetPowerUsage=lambda handle: 69_000, nvmlDeviceGetEnforcedPowerLimit=lambda handle: 70_000,
-        nvmlDeviceGetTemperature=lambda handle, sensor: 71, nvmlDeviceGetClockInfo=lambda handle, clock: 1245,
-        nvmlDeviceGetMaxClockInfo=lambda handle, clock: 1590,
-        nvmlDeviceGetCurrentClocksThrottleReasons=lambda handle: 0x4)
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(monitor, "_nvml_index", lambda device: 0)
-    metrics = {m.key: m for m in monitor._Nvml("cuda").metrics()}
-    assert list(metrics) == list(NVML_METRICS)
-    assert metrics["gpu_sm_clock"].formatted() == "1245 MHz" and metrics["gpu_sm_clock_max"].value == 1590
-    assert metrics["gpu_throttle"].formatted() == "software power cap"
-    assert metrics["gpu_power"].value == 69 and metrics["gpu_power_limit"].value == 70
 
-    def unsupported(handle):
-        raise RuntimeError("not supported")
+# --------------------------------------------------------------------------- NVML through the fake pynvml
 
-    fake.nvmlDeviceGetCurrentClocksEventReasons = unsupported
-    assert {m.key: m for m in monitor._Nvml("cuda").metrics()}["gpu_throttle"].formatted() == "n/a"
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """A visible 'cuda' device; returns a function that installs a FakeNvml as the pynvml module."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    def install(fake):
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        return fake
+
+    return install
+
+
+def a_t4(**kwargs):
+    from gpucourse.nvml import FakeGpu
+
+    return FakeGpu("Tesla T4", (7, 5), 16 * 2**30, {"sm": 1590, "graphics": 1590, "mem": 5001}, 70_000, **kwargs)
+
+
+@pytest.mark.parametrize("api", ["both", "events", "throttle"])
+def test_every_nvml_metric_from_the_fake_pynvml_with_either_reasons_name(fake_cuda, api):
+    from gpucourse.nvml import FakeNvml
+
+    readings = {"gpu_util": 97, "mem_util": 40, "mem_used_bytes": 2**30, "power_mw": 69_000, "temperature_c": 71,
+                "sm_clock_mhz": 1245, "mem_clock_mhz": 5001, "reasons": 0x4}
+    fake = fake_cuda(FakeNvml([a_t4(readings=readings, name_as_bytes=True)], reasons_api=api))
+    snap = snapshot("cuda", cpu_interval_s=0.01)
+    assert [m.key for m in snap.metrics] == list(NVML_METRICS) + list(CPU_METRICS)
+    assert all(snap[key].source.startswith("NVML nvmlDevice") for key in NVML_METRICS)
+    values = {key: snap.value(key) for key in NVML_METRICS}
+    assert values == {"gpu_util": 97, "gpu_mem_util": 40, "gpu_mem_used": 1.0, "gpu_mem_total": 16.0, "gpu_power": 69,
+                      "gpu_power_limit": 70, "gpu_temp": 71, "gpu_sm_clock": 1245, "gpu_sm_clock_max": 1590,
+                      "gpu_mem_clock": 5001, "gpu_mem_clock_max": 5001, "gpu_throttle": 4}
+    assert [snap[key].unit for key in ("gpu_power", "gpu_temp", "gpu_sm_clock", "gpu_mem_clock")] == [
+        "W", "C", "MHz", "MHz"]
+    assert snap.name == "Tesla T4" and snap.note == "" and fake.open == 0
+    assert snap["gpu_throttle"].formatted() == "power cap" and "power cap" in snap.table()
+    assert "SM 1245/1590 MHz (power cap)" in snap.line()
+
+
+def test_a_query_the_gpu_does_not_support_reads_none_and_says_so(fake_cuda):
+    from gpucourse.nvml import FakeNvml
+
+    fake_cuda(FakeNvml([a_t4(unsupported=("nvmlDeviceGetPowerUsage", "nvmlDeviceGetCurrentClocksEventReasons"))]))
+    snap = snapshot("cuda", cpu_interval_s=0.01)
+    assert snap.value("gpu_power") is None and snap["gpu_power"].formatted() == "n/a"
+    assert snap.value("gpu_throttle") is None and snap.value("gpu_power_limit") == 70
+    assert "nvmlDeviceGetPowerUsage: not supported by this GPU" in snap.note
+    assert "nvmlDeviceGetCurrentClocksEventReasons: not supported by this GPU" in snap.note
+
+
+def test_an_nvml_that_fails_to_initialise_gives_host_metrics_and_a_note(fake_cuda):
+    from gpucourse.nvml import FakeNvml
+
+    fake_cuda(FakeNvml([a_t4()], driver=None))
+    snap = snapshot("cuda", cpu_interval_s=0.01)
+    assert [m.key for m in snap.metrics] == list(CPU_METRICS) and "host metrics only" in snap.name
+    assert "NVML did not initialise (nvmlInit" in snap.note and "NVIDIA driver" in snap.note
+    assert monitor.nvml_available() is False
+
+
+def test_an_nvml_error_mid_run_gives_a_gap_and_a_note_never_a_crash(fake_cuda, monkeypatch):
+    from gpucourse import nvml
+    from gpucourse.nvml import FakeNvml
+
+    lost = FakeNvml.NVMLError_GpuIsLost("GPU is lost")
+    fake = fake_cuda(FakeNvml([a_t4(readings={"sm_clock_mhz": [1590, lost, 900], "reasons": [0, 0x4, 0x4]})]))
+    with Sampler("cuda", live=False, background=False) as sampler:
+        first, second, third = (sampler.take(t) for t in (10.0, 11.0, 12.0))
+        assert sampler.running
+    assert not sampler.running and fake.open == 0
+    assert (first.value("gpu_sm_clock"), second.value("gpu_sm_clock"), third.value("gpu_sm_clock")) == (1590, None, 900)
+    assert second.note.startswith("NVML gave no value for: nvmlDeviceGetClockInfo failed (FakeNvmlGpuIsLost: GPU is")
+    assert sampler.series("gpu_sm_clock") == ([0.0, 1.0, 2.0], [1590.0, None, 900.0])
+    assert "clock held down by: power cap in 67% of samples" in sampler.summary_table()
+
+    def broken(self):
+        raise nvml.FakeNvmlError("the driver went away")
+
+    monkeypatch.setattr(nvml.GpuReader, "readings", broken)
+    snap = snapshot("cuda", cpu_interval_s=0.01)
+    assert all(snap.value(key) is None for key in NVML_METRICS)
+    assert snap.note.startswith("NVML failed mid-run (FakeNvmlError: the driver went away)")
+
+
+def test_nvml_available_follows_the_fake(fake_cuda):
+    from gpucourse.nvml import FakeNvml
+
+    fake_cuda(FakeNvml([a_t4()]))
+    assert monitor.nvml_available() is True
+    fake_cuda(FakeNvml([]))
+    assert monitor.nvml_available() is False
+
+
+def test_a_sampler_without_a_thread_samples_on_demand():
+    sampler = Sampler("cpu", live=False, background=False)
+    with pytest.raises(RuntimeError, match="not started"):
+        sampler.take()
+    with sampler:
+        assert not monitor_threads() and sampler.running
+        assert sampler.take(3.5).time_s == 3.5
+    assert len(sampler.samples) == 1 and not sampler.running, "no extra sample when it stops"
+    with pytest.raises(TypeError, match="background"):
+        Sampler("cpu", background="no")

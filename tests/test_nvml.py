@@ -87,3 +87,128 @@ def test_runtime_evidence_on_this_machine_has_every_key() -> None:
 def test_nvidia_smi_is_none_or_csv() -> None:
     answer = nvml.nvidia_smi()
     assert answer is None or answer.startswith("name")
+
+
+# --------------------------------------------------------------------------- one way to open NVML
+
+def test_a_session_opens_and_shuts_nvml_down_once(monkeypatch):
+    fake = FakeNvml([A100])
+    with nvml.NvmlSession(fake) as session:
+        assert fake.open == 1 and session.is_open
+        assert session.query("nvmlDeviceGetCount") == (1, "")
+    assert fake.open == 0 and not session.is_open
+    session.close()  # closing twice is harmless
+    with nvml.open_nvml(fake):
+        pass
+    assert fake.open == 0
+
+
+def test_open_nvml_shuts_down_when_the_block_raises():
+    fake = FakeNvml([A100])
+    with pytest.raises(KeyError):
+        with nvml.open_nvml(fake):
+            raise KeyError("inside")
+    assert fake.open == 0
+
+
+def test_no_pynvml_and_no_driver_give_clear_messages(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
+    with pytest.raises(nvml.NvmlUnavailable, match="nvidia-ml-py .no module pynvml.: pip install nvidia-ml-py"):
+        nvml.NvmlSession().open()
+    assert read_devices() == [] and nvml.runtime_evidence()["gpus"] == []
+    with pytest.raises(nvml.NvmlUnavailable, match=r"NVML did not initialise \(nvmlInit: FakeNvmlDriverNotLoaded"):
+        nvml.NvmlSession(FakeNvml([A100], driver=None)).open()
+
+
+def test_queries_map_errors_to_notes_naming_the_query():
+    gpu = FakeGpu("G", (8, 0), 2**30, {"sm": 1, "graphics": 1, "mem": 1}, 1000,
+                  unsupported=("nvmlDeviceGetPowerUsage",), readings={"temperature_c": [50, ValueError("x")]})
+    with nvml.open_nvml(FakeNvml([gpu])) as session:
+        handle = session.module.nvmlDeviceGetHandleByIndex(0)
+        assert session.query("nvmlDeviceGetPowerUsage", handle) == (None, "nvmlDeviceGetPowerUsage: not supported "
+                                                                          "by this GPU")
+        assert session.query("nvmlDeviceGetNothing", handle) == (None, "nvmlDeviceGetNothing: not in this "
+                                                                       "nvidia-ml-py release")
+        value, note = session.query("nvmlDeviceGetHandleByIndex", 5)
+        assert value is None and note.startswith("nvmlDeviceGetHandleByIndex failed (FakeNvmlError: invalid device")
+        assert session.query("nvmlDeviceGetTemperature", handle, 0) == (50, "")
+        with pytest.raises(ValueError):  # only NVML's own errors become notes; a bug still shows
+            session.query("nvmlDeviceGetTemperature", handle, 0)
+
+
+@pytest.mark.parametrize("api, name", [("both", "nvmlDeviceGetCurrentClocksEventReasons"),
+                                       ("events", "nvmlDeviceGetCurrentClocksEventReasons"),
+                                       ("throttle", "nvmlDeviceGetCurrentClocksThrottleReasons")])
+def test_the_reasons_query_has_either_name(api, name):
+    fake = FakeNvml([A100], reasons_api=api)
+    with nvml.open_nvml(fake) as session:
+        assert session.reasons_query() == name
+        assert getattr(fake, name)(fake.nvmlDeviceGetHandleByIndex(0)) == 0
+    assert hasattr(fake, "nvmlDeviceGetCurrentClocksThrottleReasons") == (api != "events")
+    with pytest.raises(ValueError, match="reasons_api"):
+        FakeNvml([A100], reasons_api="newest")
+
+
+# --------------------------------------------------------------------------- the fake, scripted over time
+
+def test_the_fake_plays_a_script_one_value_per_call_and_repeats_the_last():
+    gpu = FakeGpu("G", (7, 5), 16 * 2**30, {"sm": 1590, "graphics": 1590, "mem": 5001}, 70_000,
+                  readings={"sm_clock_mhz": [1590, 1200, 900], "gpu_util": 99, "mem_used_bytes": 2**30},
+                  uuid="GPU-abc", processes=(11, 12))
+    fake = FakeNvml([gpu])
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    clocks = [fake.nvmlDeviceGetClockInfo(handle, fake.NVML_CLOCK_SM) for _ in range(5)]
+    assert clocks == [1590, 1200, 900, 900, 900]
+    assert fake.nvmlDeviceGetClockInfo(handle, fake.NVML_CLOCK_MEM) == 5001, "unscripted: the maximum"
+    assert fake.nvmlDeviceGetUtilizationRates(handle).gpu == 99
+    memory = fake.nvmlDeviceGetMemoryInfo(handle)
+    assert (memory.used, memory.free) == (2**30, 15 * 2**30)
+    assert fake.nvmlDeviceGetUUID(handle) == "GPU-abc" and fake.nvmlSystemGetCudaDriverVersion() == 12040
+    assert [p.pid for p in fake.nvmlDeviceGetComputeRunningProcesses(handle)] == [11, 12]
+    assert fake.nvmlDeviceGetTemperature(handle, fake.NVML_TEMPERATURE_GPU) == 40
+    with pytest.raises(fake.NVMLError_NotSupported):
+        _unsupported_temperature()
+    with pytest.raises(ValueError, match="readings: unknown keys"):
+        FakeGpu("G", (7, 5), 1, readings={"clock": 1})
+
+
+def _unsupported_temperature() -> None:
+    fake = FakeNvml([FakeGpu("G", (7, 5), 1, unsupported=("nvmlDeviceGetTemperature",))])
+    fake.nvmlInit()
+    fake.nvmlDeviceGetTemperature(fake.nvmlDeviceGetHandleByIndex(0), 0)
+
+
+def test_the_power_capped_t4_falls_from_1590_to_900_mhz_with_the_power_cap_bit():
+    fake = nvml.t4_power_capped(12)
+    with nvml.open_nvml(fake) as session:
+        handle = session.module.nvmlDeviceGetHandleByIndex(0)
+        trace = [(fake.nvmlDeviceGetClockInfo(handle, fake.NVML_CLOCK_SM),
+                  fake.nvmlDeviceGetCurrentClocksEventReasons(handle),
+                  fake.nvmlDeviceGetPowerUsage(handle)) for _ in range(12)]
+    assert trace[0] == (1590, 0, 58_000) and trace[-1] == (900, 0x4, 70_000)
+    clocks = [clock for clock, _, _ in trace]
+    assert clocks == sorted(clocks, reverse=True)
+    with pytest.raises(ValueError, match="samples"):
+        nvml.t4_power_capped(0)
+
+
+def test_runtime_evidence_reads_the_fake_as_pynvml(monkeypatch):
+    import sys
+
+    gpu = FakeGpu("Tesla T4", (7, 5), 16 * 2**30, {"sm": 1590, "graphics": 1590, "mem": 5001}, 70_000,
+                  processes=(4242,))
+    fake = FakeNvml([gpu], cuda_driver=12020)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    evidence = nvml.runtime_evidence()
+    assert evidence["gpus"] == ["Tesla T4"] and evidence["driver_cuda"] == "12.2"
+    assert evidence["gpu_processes"] == [4242] and fake.open == 0
+
+
+def test_gpu_index_matches_by_uuid_and_falls_back_to_the_cuda_index(monkeypatch):
+    torch = pytest.importorskip("torch")
+    fake = FakeNvml([A100, FakeGpu("B", (8, 0), 1, uuid="GPU-1234")])
+    with nvml.open_nvml(fake) as session:
+        assert nvml.gpu_index(session, torch.device("cuda", 0)) == 0  # no CUDA here: the CUDA index
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"uuid": "1234"})())
+        assert nvml.gpu_index(session, torch.device("cuda", 0)) == 1, "CUDA's GPU 0 is NVML's GPU 1"

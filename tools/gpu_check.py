@@ -1,4 +1,5 @@
-"""The one GPU check: self-test, `pytest -m gpu`, every solution notebook top to bottom, and the recorder; one report.
+"""The one GPU check: self-test, the sustained-load test (30 s of GEMMs watched through NVML), `pytest -m gpu`, every
+solution notebook top to bottom, and the recorder; one report.
 
     python tools/gpu_check.py --report gpu-check.md             (what `make gpu-check` runs)
     python tools/gpu_check.py wheels --dest .whl                (here, with network: wheels to carry along)
@@ -29,10 +30,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ("selftest", "pytest", "notebooks", "record")
+STEPS = ("selftest", "sustained", "pytest", "notebooks", "record")
 RUNNERS = ("auto", "nbclient", "ipython", "exec")
 BUDGET_S = 570.0
 """The whole check must end within 10 minutes on a current data-centre GPU: steps not started by then are listed."""
+
+SUSTAINED_S = 30.0
+"""Length of the sustained-load loop on a CUDA GPU (without one the loop runs its brief CPU default)."""
 
 JUPYTER_STACK = ("nbclient", "nbformat", "ipykernel")
 """What the notebook runner needs on top of the GPU machine's image; `wheels` fetches it with its dependencies."""
@@ -394,6 +398,48 @@ def step_selftest(options: argparse.Namespace, timeout_s: float) -> StepResult:
     return _command_step("selftest", [sys.executable, "-m", "gpucourse", "selftest"], timeout_s, summarise)
 
 
+def _cuda_visible() -> bool:
+    """True if torch is installed and sees a CUDA GPU."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def step_sustained(options: argparse.Namespace, timeout_s: float) -> StepResult:
+    """`python -m gpucourse.sustained`: burst vs sustained TFLOP/s, SM clock, power and the reason; JSON and a plot
+    beside the report."""
+    if importlib.util.find_spec("torch") is None:
+        return StepResult("sustained", "NOT RUN", 0.0, "needs torch, which is not installed here")
+    report = Path(options.report)
+    output, figure = report.with_name("gpucourse-sustained.json"), report.with_name("gpucourse-sustained.png")
+    seconds = options.sustained_s if options.sustained_s is not None else (SUSTAINED_S if _cuda_visible() else None)
+    command = [sys.executable, "-m", "gpucourse.sustained", "--output", str(output), "--plot", str(figure)]
+    command += ["--seconds", str(seconds)] if seconds is not None else []
+    with contextlib.suppress(OSError):
+        output.unlink()
+
+    def summarise(done) -> str:
+        try:
+            data = json.loads(output.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return f"no result written (exit {done.returncode})"
+        return sustained_summary(data)
+
+    result = _command_step("sustained", command, min(timeout_s, (seconds or 10.0) + 180.0), summarise)
+    result.output += f"\nresult: {output.name}, plot: {figure.name} (beside this report)"
+    return result
+
+
+def sustained_summary(data: dict) -> str:
+    """One line from the sustained-load JSON: device, burst, sustained, the fall and its reason."""
+    line = (f"{data['name']} ({data['device']}), {data['n']}x{data['n']} {data['dtype']}: burst "
+            f"{data['burst_tflops']:.3g} TFLOP/s, sustained {data['sustained_tflops']:.3g} TFLOP/s "
+            f"({max(data['drop'], 0.0):.0%} lower)")
+    return line + (f"; why: {data['reason']}" if data["reason"] else "")
+
+
 def gpu_test_files() -> list[str]:
     """Test files holding @pytest.mark.gpu tests (collecting only these spares modules that need Jupyter)."""
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
@@ -471,8 +517,8 @@ def step_record(options: argparse.Namespace, timeout_s: float) -> StepResult:
     return result
 
 
-STEP_FUNCTIONS = {"selftest": step_selftest, "pytest": step_pytest, "notebooks": step_notebooks,
-                  "record": step_record}
+STEP_FUNCTIONS = {"selftest": step_selftest, "sustained": step_sustained, "pytest": step_pytest,
+                  "notebooks": step_notebooks, "record": step_record}
 
 
 # --------------------------------------------------------------------------- environment and report
@@ -641,6 +687,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--record-output", help="where the record goes (default: beside the report)")
     parser.add_argument("--quick", action="store_true", help="record with --quick (a test of the check itself)")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="time for the whole check")
+    parser.add_argument("--sustained-s", type=float,
+                        help=f"length of the sustained-load loop (default {SUSTAINED_S:.0f} s on a CUDA GPU, "
+                        "its brief CPU run elsewhere)")
     sub = parser.add_subparsers(dest="command")
     one = sub.add_parser("run-notebook", help="(internal) run one notebook, print its cell results as JSON")
     one.add_argument("path")

@@ -32,7 +32,7 @@ from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-export
 GIB = 2**30
 
 NVML_METRICS = ("gpu_util", "gpu_mem_util", "gpu_mem_used", "gpu_mem_total", "gpu_power", "gpu_power_limit",
-                "gpu_temp", "gpu_sm_clock", "gpu_sm_clock_max", "gpu_throttle")
+                "gpu_temp", "gpu_sm_clock", "gpu_sm_clock_max", "gpu_mem_clock", "gpu_mem_clock_max", "gpu_throttle")
 """Keys of the metrics a GPU adds (read through NVML, the library behind `nvidia-smi`)."""
 
 CPU_METRICS = ("cpu_util", "process_cpu", "ram_used", "ram_total", "process_rss")
@@ -40,8 +40,8 @@ CPU_METRICS = ("cpu_util", "process_cpu", "ram_used", "ram_total", "process_rss"
 
 WHAT_A_GPU_ADDS = ("no GPU here: on a GPU the same report adds, through NVML (what `nvidia-smi -l 1` prints): "
                    "GPU utilisation (% of time a kernel was running), memory-controller utilisation, "
-                   "GPU memory used / total, power draw / limit (W), temperature (C), SM clock / its maximum (MHz) "
-                   "and the reasons the clock is held down (throttling)")
+                   "GPU memory used / total, power draw / limit (W), temperature (C), SM and memory clocks / their "
+                   "maxima (MHz) and the reasons the clock is held down (power cap, thermal, idle, ...)")
 
 THROTTLE_REASONS = {
     0x1: "GPU idle",
@@ -57,14 +57,48 @@ THROTTLE_REASONS = {
 """NVML's clock event (throttle) reason bits (``nvmlClocksEventReason*``) and what each means."""
 
 
+REASON_WORDS = {
+    0x1: ("idle", "nothing to run, so the clock rests"),
+    0x2: ("application clocks", "a clock set with nvidia-smi --applications-clocks caps it"),
+    0x4: ("power cap", "the board draws its power limit, so the driver lowers the clock"),
+    0x8: ("hardware slowdown", "the board's protection (power supply, too hot) slows it down hard"),
+    0x10: ("sync boost", "held to the clock of the other GPUs in its sync-boost group"),
+    0x20: ("thermal", "too hot: the driver lowers the clock"),
+    0x40: ("thermal", "too hot: the hardware lowers the clock"),
+    0x80: ("hardware slowdown", "the power brake, an external signal, slows it down hard"),
+    0x100: ("display clock", "held to a clock the display needs"),
+}
+"""Each reason bit in plain words: (a short name a learner reads, what it means)."""
+
+
+def _mask(mask: object) -> int:
+    """``mask`` if it is a non-negative int, else TypeError naming it."""
+    if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
+        raise TypeError(f"mask must be a non-negative int (NVML's clock event reasons), got {mask!r}")
+    return mask
+
+
 def throttle_reasons(mask: int) -> list[str]:
     """The names of the reasons set in an NVML clock-event mask, lowest bit first ([] for 0: not held down).
     Taught in lesson ``09_feeding_and_watching``."""
-    if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
-        raise TypeError(f"mask must be a non-negative int (NVML's clock event reasons), got {mask!r}")
-    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    names = [name for bit, name in THROTTLE_REASONS.items() if _mask(mask) & bit]
     unknown = mask & ~sum(THROTTLE_REASONS)
     return names + ([f"other reasons ({unknown:#x})"] if unknown else [])
+
+
+def reason_words(mask: int) -> list[str]:
+    """The reasons set in a clock-event mask in plain words ('power cap', 'thermal', 'idle', ...), each once."""
+    words = [word for bit, (word, _) in REASON_WORDS.items() if _mask(mask) & bit]
+    unknown = mask & ~sum(REASON_WORDS)
+    return list(dict.fromkeys(words)) + ([f"other ({unknown:#x})"] if unknown else [])
+
+
+def explain_reasons(mask: int) -> str:
+    """One sentence per reason set in a clock-event mask, or what a clear mask means."""
+    lines = [f"{word}: {meaning}" for bit, (word, meaning) in REASON_WORDS.items() if _mask(mask) & bit]
+    unknown = mask & ~sum(REASON_WORDS)
+    lines += [f"other reasons ({unknown:#x}): bits this course does not decode"] if unknown else []
+    return "; ".join(lines) or "nothing holds the clock down: it runs at the clock the GPU chose"
 
 
 @dataclass(frozen=True)
@@ -83,7 +117,7 @@ class Metric:
         if self.value is None:
             return "n/a"
         if self.unit == "reasons":
-            return ", ".join(throttle_reasons(int(self.value))) or "none"
+            return ", ".join(reason_words(int(self.value))) or "none"
         digits = 2 if self.unit == "GiB" else 0
         return f"{self.value:.{digits}f} {self.unit}"
 
@@ -121,6 +155,11 @@ class Snapshot:
                 parts.append(f"mem {used:.1f}/{total:.1f} GiB")
             for key in ("gpu_power", "gpu_temp"):
                 parts.append(self[key].formatted().replace(" ", ""))
+            clock, clock_max = self.value("gpu_sm_clock"), self.value("gpu_sm_clock_max")
+            if clock is not None:
+                held = self["gpu_throttle"].formatted() if "gpu_throttle" in self else "n/a"
+                parts.append(f"SM {clock:.0f}/{'?' if clock_max is None else f'{clock_max:.0f}'} MHz"
+                             + ("" if held in ("none", "n/a") else f" ({held})"))
         parts.append(f"CPU {self['cpu_util'].formatted()} (this process {self['process_cpu'].formatted()})")
         parts.append(f"RAM {self.value('ram_used'):.1f}/{self.value('ram_total'):.1f} GiB")
         return " | ".join(parts)
@@ -240,101 +279,16 @@ def _device_type(device: object) -> str:
     return device if isinstance(device, str) else device.type
 
 
-def _nvml_index(device) -> int:
-    """NVML's index of a CUDA torch device (they differ when CUDA_VISIBLE_DEVICES reorders GPUs)."""
-    import pynvml
-    import torch
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    try:  # match by UUID: robust to CUDA_VISIBLE_DEVICES
-        uuid = str(torch.cuda.get_device_properties(index).uuid)
-        for nvml_index in range(pynvml.nvmlDeviceGetCount()):
-            nvml_uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(nvml_index))
-            nvml_uuid = nvml_uuid.decode() if isinstance(nvml_uuid, bytes) else nvml_uuid
-            if nvml_uuid.removeprefix("GPU-") == uuid.removeprefix("GPU-"):
-                return nvml_index
-    except (AttributeError, RuntimeError, pynvml.NVMLError):
-        pass
-    return index
-
-
-class _Nvml:
-    """An open NVML session on one GPU: reads the metrics `nvidia-smi` shows."""
-
-    def __init__(self, device) -> None:
-        try:
-            import pynvml
-        except ImportError as error:
-            raise ImportError("GPU metrics need nvidia-ml-py: pip install nvidia-ml-py (on Colab, re-run the "
-                              "notebook's setup cell: it installs nvidia-ml-py)") from error
-        self._nvml = pynvml
-        pynvml.nvmlInit()
-        try:
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(_nvml_index(device))
-            name = pynvml.nvmlDeviceGetName(self._handle)
-        except Exception:
-            pynvml.nvmlShutdown()
-            raise
-        self.name = name.decode() if isinstance(name, bytes) else name
-
-    def _read(self, call, *args):
-        """One NVML query; None where this GPU does not support it (e.g. power on some boards)."""
-        try:
-            return call(self._handle, *args)
-        except self._nvml.NVMLError:
-            return None
-
-    def metrics(self) -> list[Metric]:
-        nvml = self._nvml
-        rates = self._read(nvml.nvmlDeviceGetUtilizationRates)
-        memory = self._read(nvml.nvmlDeviceGetMemoryInfo)
-        power_mw = self._read(nvml.nvmlDeviceGetPowerUsage)
-        limit_mw = self._read(nvml.nvmlDeviceGetEnforcedPowerLimit)
-        temperature = self._read(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)
-        sm_clock = self._read(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)
-        sm_clock_max = self._read(nvml.nvmlDeviceGetMaxClockInfo, nvml.NVML_CLOCK_SM)
-        reasons_call = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the older name, in nvidia-ml-py before 12.535
-        reasons = self._read(reasons_call)
-        return [
-            Metric("gpu_util", "GPU utilisation (time a kernel ran)", None if rates is None else float(rates.gpu),
-                   "%", "NVML nvmlDeviceGetUtilizationRates.gpu"),
-            Metric("gpu_mem_util", "memory-controller utilisation", None if rates is None else float(rates.memory),
-                   "%", "NVML nvmlDeviceGetUtilizationRates.memory"),
-            Metric("gpu_mem_used", "GPU memory used", None if memory is None else memory.used / GIB, "GiB",
-                   "NVML nvmlDeviceGetMemoryInfo"),
-            Metric("gpu_mem_total", "GPU memory total", None if memory is None else memory.total / GIB, "GiB",
-                   "NVML nvmlDeviceGetMemoryInfo"),
-            Metric("gpu_power", "power draw", None if power_mw is None else power_mw / 1000, "W",
-                   "NVML nvmlDeviceGetPowerUsage"),
-            Metric("gpu_power_limit", "power limit", None if limit_mw is None else limit_mw / 1000, "W",
-                   "NVML nvmlDeviceGetEnforcedPowerLimit"),
-            Metric("gpu_temp", "temperature", None if temperature is None else float(temperature), "C",
-                   "NVML nvmlDeviceGetTemperature"),
-            Metric("gpu_sm_clock", "SM clock", None if sm_clock is None else float(sm_clock), "MHz",
-                   "NVML nvmlDeviceGetClockInfo(SM)"),
-            Metric("gpu_sm_clock_max", "SM clock, maximum", None if sm_clock_max is None else float(sm_clock_max),
-                   "MHz", "NVML nvmlDeviceGetMaxClockInfo(SM)"),
-            Metric("gpu_throttle", "clock held down by", None if reasons is None else float(reasons), "reasons",
-                   "NVML nvmlDeviceGetCurrentClocksEventReasons"),
-        ]
-
-    def close(self) -> None:
-        self._nvml.nvmlShutdown()
-
-
 def nvml_available() -> bool:
     """True if NVML can be loaded and sees at least one GPU (False on a machine without an NVIDIA driver)."""
-    try:
-        import pynvml
+    from gpucourse import nvml
 
-        pynvml.nvmlInit()
-    except Exception:  # ImportError, or NVMLError_LibraryNotFound / DriverNotLoaded without a driver
-        return False
     try:
-        return pynvml.nvmlDeviceGetCount() > 0
-    finally:
-        pynvml.nvmlShutdown()
+        with nvml.open_nvml() as session:
+            count, _ = session.query("nvmlDeviceGetCount")
+    except nvml.NvmlUnavailable:
+        return False
+    return bool(count)
 
 
 class _Reader:
@@ -347,25 +301,43 @@ class _Reader:
         self._nvml = None
         self._nvml_problem = ""
         if _device_type(self.device) == "cuda":
+            from gpucourse.nvml import GpuReader
+
             try:
-                self._nvml = _Nvml(self.device)
+                self._nvml = GpuReader(self.device)
             except Exception as error:  # no nvidia-ml-py, or a driver NVML cannot talk to: host metrics only
                 self._nvml_problem = (f"GPU metrics unavailable ({type(error).__name__}: {error}); "
                                       "pip install nvidia-ml-py to read them through NVML")
 
-    def read(self) -> Snapshot:
-        metrics = self._nvml.metrics() if self._nvml is not None else []
+    def _gpu_metrics(self) -> tuple[list[Metric], str]:
+        """The NVML metrics and a note on the queries that gave nothing (never raises: a lesson carries on)."""
+        if self._nvml is None:
+            return [], ""
+        from gpucourse.nvml import NVML_QUERIES
+
+        try:
+            metrics = [Metric(*reading) for reading in self._nvml.readings()]
+        except Exception as error:  # NVML broke as a whole mid-run: the GPU columns read n/a, the note says why
+            return ([Metric(key, label, None, unit, f"NVML {source}") for key, label, unit, source, *_ in NVML_QUERIES],
+                    f"NVML failed mid-run ({type(error).__name__}: {error}); GPU values n/a")
+        problems = self._nvml.problems
+        return metrics, ("NVML gave no value for: " + "; ".join(problems)) if problems else ""
+
+    def read(self, time_s: float | None = None) -> Snapshot:
+        """One snapshot, stamped ``time_s`` (default: ``time.monotonic()`` now)."""
+        metrics, note = self._gpu_metrics()
         metrics += _cpu_metrics(self._cpu, self._process)
         if self._nvml is not None:
-            name, note = self._nvml.name, ""
+            name = self._nvml.name
         elif _device_type(self.device) == "cpu":
             name, note = "CPU", WHAT_A_GPU_ADDS
         else:
             name = f"{self.device} (host metrics only)"
             note = self._nvml_problem or "NVML reads NVIDIA GPUs only; this device reports host metrics here"
-        return Snapshot(str(self.device), name, time.monotonic(), tuple(metrics), note)
+        return Snapshot(str(self.device), name, time.monotonic() if time_s is None else time_s, tuple(metrics), note)
 
     def close(self) -> None:
+        """Close the NVML session, if one is open."""
         if self._nvml is not None:
             self._nvml.close()
             self._nvml = None
@@ -427,6 +399,17 @@ def summarise(samples: Iterable[Snapshot]) -> dict[str, MetricSummary]:
             for key, vals in values.items()}
 
 
+def reason_shares(samples: Iterable[Snapshot]) -> dict[str, float]:
+    """Share of the samples (with a reasons reading) in which each plain-word clock-event reason was set, largest
+    first: what mostly held the clock down over a run ({} without NVML readings)."""
+    masks = [s.value("gpu_throttle") for s in samples if "gpu_throttle" in s and s.value("gpu_throttle") is not None]
+    counts: dict[str, int] = {}
+    for mask in masks:
+        for word in reason_words(int(mask)):
+            counts[word] = counts.get(word, 0) + 1
+    return {word: count / len(masks) for word, count in sorted(counts.items(), key=lambda item: -item[1])}
+
+
 # --------------------------------------------------------------------------- the live sampler
 
 class Sampler:
@@ -434,13 +417,17 @@ class Sampler:
 
     Use it as a context manager around a training loop. With ``live=True`` a one-line readout (a tqdm status
     line on ``file``, standard output by default) updates after every sample. The thread stops when the block
-    ends, also when the block raises; ``samples`` then holds every snapshot taken, in order.
+    ends, also when the block raises; ``samples`` then holds every snapshot taken, in order. With
+    ``background=False`` no thread runs: the code inside the block calls :meth:`take` when it wants a sample.
     """
 
-    def __init__(self, device: object = None, interval_s: float = 0.5, live: bool = True, file=None) -> None:
+    def __init__(self, device: object = None, interval_s: float = 0.5, live: bool = True, file=None,
+                 background: bool = True) -> None:
         self.interval_s = positive_number("interval_s", interval_s)
-        if not isinstance(live, bool):
-            raise TypeError(f"live must be True or False, got {type(live).__name__} ({live!r})")
+        for name, flag in (("live", live), ("background", background)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {type(flag).__name__} ({flag!r})")
+        self.background = background
         if file is not None and not callable(getattr(file, "write", None)):
             raise TypeError(f"file must be a writable text stream (such as sys.stdout) or None, got "
                             f"{type(file).__name__}")
@@ -457,7 +444,9 @@ class Sampler:
 
     @property
     def running(self) -> bool:
-        """True while the sampling thread is alive."""
+        """True while the sampling thread is alive (or, with background=False, between start and stop)."""
+        if not self.background:
+            return self._reader is not None
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> "Sampler":
@@ -467,6 +456,8 @@ class Sampler:
         self._reader = _Reader(self.device)
         self._stop.clear()
         self._error = None
+        if not self.background:
+            return self
         if self.live:
             from tqdm import tqdm
 
@@ -476,12 +467,21 @@ class Sampler:
         self._thread.start()
         return self
 
-    def _take(self) -> None:
-        snap = self._reader.read()
+    def _take(self, time_s: float | None = None) -> Snapshot:
+        snap = self._reader.read() if time_s is None else self._reader.read(time_s)
         with self._lock:
             self.samples.append(snap)
         if self._bar is not None:
             self._bar.set_description_str(f"[monitor {len(self.samples):>3}] {snap.line()}", refresh=True)
+        return snap
+
+    def take(self, time_s: float | None = None) -> Snapshot:
+        """Take one sample now, from this thread, stamped ``time_s`` (default ``time.monotonic()``); returns it."""
+        if self._reader is None:
+            raise RuntimeError("this Sampler is not started: use it in a with block or call start() first")
+        if time_s is not None:
+            time_s = float(time_s)
+        return self._take(time_s)
 
     def _run(self) -> None:
         try:
@@ -494,6 +494,9 @@ class Sampler:
         """Stop sampling: take a last sample, wait for the thread to end and close the readout."""
         thread = self._thread
         if thread is None:
+            if self._reader is not None:  # background=False: no thread, no last sample; close the reader
+                self._reader.close()
+                self._reader = None
             return self
         self._stop.set()
         thread.join(timeout=max(5.0, 3 * self.interval_s))
@@ -541,11 +544,17 @@ class Sampler:
             return summarise(list(self.samples))
 
     def summary_table(self) -> str:
-        """The summary, one metric per line."""
+        """The summary, one metric per line; the clock-event reasons as the share of samples each was set in."""
         summary = self.summary()
         if not summary:
             return "no samples"
-        return "\n".join(str(item) for item in summary.values())
+        lines = [str(item) for item in summary.values() if item.unit != "reasons"]
+        with self._lock:
+            shares = reason_shares(self.samples)
+        if "gpu_throttle" in summary:
+            held = ", ".join(f"{word} in {share:.0%} of samples" for word, share in shares.items())
+            lines.append(f"clock held down by: {held or 'nothing'} [{summary['gpu_throttle'].source}]")
+        return "\n".join(lines)
 
 
 def plot_runs(runs: dict, key: str | None = None):
@@ -729,4 +738,5 @@ def summarize_trace(path: object, top: int = 8, gaps: int = 3) -> TraceSummary:
 __all__ = ["CPU_METRICS", "DEVICE_CATEGORIES", "NVML_METRICS", "PROFILER_CYCLE_WARNING", "WHAT_A_GPU_ADDS", "Metric",
            "MetricSummary", "Sampler", "Snapshot", "TraceSummary", "busy_fraction", "markdown_table", "merged_intervals",
            "nvml_available", "plot_runs", "profile_table", "quiet_profiler_warning", "show_table", "snapshot", "summarise",
-           "summarize_trace", "THROTTLE_REASONS", "throttle_reasons"]
+           "summarize_trace", "REASON_WORDS", "THROTTLE_REASONS", "explain_reasons", "reason_shares", "reason_words",
+           "throttle_reasons"]

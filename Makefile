@@ -50,5 +50,5 @@ clean-notebooks: setup  ## strip outputs and machine metadata from every committ
 GPU_CHECK_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 GPU_CHECK_REPORT ?= gpu-check-report.md
 
-gpu-check:  ## on a CUDA machine: self-test, pytest -m gpu, every solution notebook, the recorder; one report
+gpu-check:  ## on a CUDA machine: self-test, sustained load, pytest -m gpu, every solution notebook, the recorder; one report
 	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_CHECK_PYTHON) tools/gpu_check.py --report $(GPU_CHECK_REPORT)

@@ -6,64 +6,67 @@ nbgrader pipeline), and more.
 """
 
 _EX1 = '''\
-def split_model(model: torch.nn.Sequential, cut: int, devices: list) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Place model[:cut] on devices[0] and model[cut:] on devices[1]; return forward(host x) -> host output."""
-'''
-_EX2 = '''\
 def pipeline_schedule(stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
     """Each stage's order of passes."""
 '''
 
+_EX2 = '''\
+def zero_step(params: list[torch.Tensor], state: dict, dist, lr: float = 1e-3,
+              betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    """One ZeRO-2 Adam step on this rank."""
+'''
+
+# Shared pieces of the ZeRO answers (each wrong answer below is still a whole solution cell).
+_FLAT = '''\
+    world, rank = dist.get_world_size(), dist.get_rank()
+    flat_grad = torch.cat([p.grad.reshape(-1) for p in params])
+    count = flat_grad.numel()
+    part = -(-count // world)
+    flat_grad = torch.nn.functional.pad(flat_grad, (0, part * world - count))
+    flat = torch.nn.functional.pad(torch.cat([p.detach().reshape(-1) for p in params]), (0, part * world - count))
+'''
+_ADAM = '''\
+    if not state:
+        state.update(step=0, m=torch.zeros_like(grad), v=torch.zeros_like(grad))
+    state["step"] += 1
+    b1, b2 = betas
+    state["m"].mul_(b1).add_(grad, alpha=1 - b1)
+    state["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    denominator = (state["v"].sqrt() / (1 - b2 ** state["step"]) ** 0.5).add_(eps)
+    mine.addcdiv_(state["m"], denominator, value=-lr / (1 - b1 ** state["step"]))
+'''
+_COPY_BACK = '''\
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            p.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+'''
+_RS = '''\
+    grad = torch.empty(part)
+    dist.reduce_scatter_tensor(grad, flat_grad)
+    grad /= world
+'''
+_MINE = '''\
+    mine = flat[rank * part:(rank + 1) * part].clone()
+'''
+_GATHER = '''\
+    dist.all_gather_into_tensor(flat, mine)
+'''
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # A fixed output of the visible model's shape.
-        "constant": _EX1 + '''\
-    return lambda x: torch.zeros(x.shape[0], 2)
-''',
-        # The course's own split: off-limits.
-        "helper": _EX1 + '''\
-    return parallel.split_sequential(model, devices, [cut])
-''',
-        # Cuts after layer 3, the visible test's cut, whatever cut says.
-        "visible_only": _EX1 + '''\
-    first, second = devices[0].place(model[:3]), devices[1].place(model[3:])
-    return lambda x: second(first(devices[0].put(x)).to(devices[1])).cpu()
-''',
-        # Forgets to move the activations to the second device (PyTorch's classic device error).
-        "typical": _EX1 + '''\
-    first, second = devices[0].place(model[:cut]), devices[1].place(model[cut:])
-    return lambda x: second(first(devices[0].put(x))).cpu()
-''',
-        # Everything on the first device: right output, no model parallelism at all.
-        "one_device": _EX1 + '''\
-    whole = devices[0].place(model)
-    return lambda x: whole(devices[0].put(x)).cpu()
-''',
-        # Stages the activations through the host (two copies instead of one device-to-device copy).
-        "through_host": _EX1 + '''\
-    first, second = devices[0].place(model[:cut]), devices[1].place(model[cut:])
-    return lambda x: second(devices[1].put(first(devices[0].put(x)).cpu())).cpu()
-''',
-        # Places the layers in every call: right output and copies, but the weights move every time.
-        "place_every_call": _EX1 + '''\
-    def forward(x):
-        first, second = devices[0].place(model[:cut]), devices[1].place(model[cut:])
-        return second(first(devices[0].put(x)).to(devices[1])).cpu()
-    return forward
-''',
-    },
-    "ex2-solution": {
         # The visible test's schedule (2 stages, 4 micro-batches), whatever the pipeline.
-        "constant": _EX2 + '''\
+        "constant": _EX1 + '''\
     return [[("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("F", 3), ("B", 2), ("B", 3)],
             [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2), ("F", 3), ("B", 3)]]
 ''',
         # The course's own schedules: off-limits.
-        "helper": _EX2 + '''\
+        "helper": _EX1 + '''\
     return parallel.pipeline_orders("1f1b", stages, microbatches)
 ''',
         # The bounded schedule for the visible pipeline only; GPipe for any other.
-        "visible_only": _EX2 + '''\
+        "visible_only": _EX1 + '''\
     if (stages, microbatches) == (2, 4):
         return [[("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("F", 3), ("B", 2), ("B", 3)],
                 [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2), ("F", 3), ("B", 3)]]
@@ -71,16 +74,16 @@ WRONG: dict[str, dict[str, str]] = {
             for _ in range(stages)]
 ''',
         # GPipe: all forwards, then all backwards: every stage holds all m micro-batches.
-        "typical": _EX2 + '''\
+        "typical": _EX1 + '''\
     return [[("F", i) for i in range(microbatches)] + [("B", i) for i in reversed(range(microbatches))]
             for _ in range(stages)]
 ''',
         # One micro-batch at a time, forward and backward, on every stage: little memory, no pipelining at all.
-        "sequential": _EX2 + '''\
+        "sequential": _EX1 + '''\
     return [[pass_ for i in range(microbatches) for pass_ in (("F", i), ("B", i))] for _ in range(stages)]
 ''',
         # One warm-up forward too many: stage s holds p - s + 1 micro-batches.
-        "warmup_off_by_one": _EX2 + '''\
+        "warmup_off_by_one": _EX1 + '''\
     orders = []
     for s in range(stages):
         w = min(stages - s, microbatches)
@@ -90,7 +93,7 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # Warm-up counted from the wrong end (s instead of p - s - 1): the first stage waits for a backward that the
         # last stage can only produce after a forward the first stage has not sent: a deadlock.
-        "warmup_reversed": _EX2 + '''\
+        "warmup_reversed": _EX1 + '''\
     orders = []
     for s in range(stages):
         w = min(s, microbatches)
@@ -98,5 +101,64 @@ WRONG: dict[str, dict[str, str]] = {
         orders.append([("F", i) for i in range(w)] + steady + [("B", i) for i in range(microbatches - w, microbatches)])
     return orders
 ''',
+    },
+    "ex2-solution": {
+        # Does nothing: the parameters never move.
+        "constant": _EX2 + '''\
+    return None
+''',
+        # The course's own step: off-limits (in the worker processes too).
+        "helper": _EX2 + '''\
+    parallel.zero_step(params, state, dist, lr, betas, eps)
+''',
+        # Adam's default settings whatever lr, betas and eps say: right on the visible case only.
+        "visible_only": _EX2 + _FLAT + _RS + _MINE + '''\
+    lr, betas, eps = 1e-3, (0.9, 0.999), 1e-8
+''' + _ADAM + _GATHER + _COPY_BACK,
+        # Sums the gradients without dividing by the world size: Adam hides it except where eps matters.
+        "typical": _EX2 + _FLAT + '''\
+    grad = torch.empty(part)
+    dist.reduce_scatter_tensor(grad, flat_grad)
+''' + _MINE + _ADAM + _GATHER + _COPY_BACK,
+        # Right weights and traffic, but m and v for every parameter on every rank.
+        "full_state": _EX2 + _FLAT + _RS + '''\
+    full = torch.empty(part * world)
+    dist.all_gather_into_tensor(full, grad)
+    grad, mine = full, flat.clone()
+''' + _ADAM + '''\
+    flat = mine
+''' + _COPY_BACK,
+        # Forgets the all-gather: each rank's parameters are stale outside its own part.
+        "no_all_gather": _EX2 + _FLAT + _RS + _MINE + _ADAM + '''\
+    flat[rank * part:(rank + 1) * part] = mine
+''' + _COPY_BACK,
+        # All-reduces the whole gradient and keeps its part: right weights and memory, twice the traffic.
+        "all_reduce": _EX2 + _FLAT + '''\
+    dist.all_reduce(flat_grad)
+    grad = flat_grad[rank * part:(rank + 1) * part] / world
+''' + _MINE + _ADAM + _GATHER + _COPY_BACK,
+        # Plain DDP + Adam on every rank: all-reduce, full parameters, full state.
+        "full_update": _EX2 + _FLAT + '''\
+    dist.all_reduce(flat_grad)
+    grad, mine = flat_grad / world, flat.clone()
+''' + _ADAM + '''\
+    flat = mine
+''' + _COPY_BACK,
+        # No padding: breaks when the world size does not divide the parameter count.
+        "no_padding": _EX2 + '''\
+    world, rank = dist.get_world_size(), dist.get_rank()
+    flat_grad = torch.cat([p.grad.reshape(-1) for p in params])
+    part = flat_grad.numel() // world
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+''' + _RS + _MINE + _ADAM + _GATHER + _COPY_BACK,
+        # Bias correction forgotten (plain m / sqrt(v)): wrong from the first step.
+        "no_bias_correction": _EX2 + _FLAT + _RS + _MINE + '''\
+    if not state:
+        state.update(m=torch.zeros_like(grad), v=torch.zeros_like(grad))
+    b1, b2 = betas
+    state["m"].mul_(b1).add_(grad, alpha=1 - b1)
+    state["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    mine -= lr * state["m"] / (state["v"].sqrt() + eps)
+''' + _GATHER + _COPY_BACK,
     },
 }

@@ -10,7 +10,8 @@ One module per job (lessons 12_data_parallelism and 13_sharding):
 - :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
 - :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
-- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines.
+- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines;
+- :mod:`~gpucourse.parallel.sharding`: a ZeRO step over a process group, its grader, FSDP2 observed.
 
 Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
 ``from gpucourse.parallel import _child_main``, which keeps working too.
@@ -33,6 +34,8 @@ from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult
 from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
                                                    idle_fraction, pipeline_orders, plot_pipeline_timeline,
                                                    run_schedule)
+from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, make_mlp, run_fsdp,
+                                         run_zero_step, state_bytes, zero_grader_worker, zero_step)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, BACKENDS, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS,
@@ -55,4 +58,6 @@ __all__ = [
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
     "CommCounter", "Collective", "comm_counter_worker",
+    "ZERO_ATOL", "ZeroCase", "make_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
+    "run_zero_step", "fsdp_worker", "run_fsdp",
 ]

@@ -31,6 +31,9 @@ PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
     # lesson 11 (attention kernels, SDPA backends)
     "attention",
 
+    # lesson 13 (all-reduce bandwidth as nodes are added)
+    "allreduce_scaling",
+
 )
 """Topics the recorder does not measure: ``show`` prints their published measurements (each needs one at least)."""
 
@@ -105,6 +108,17 @@ PUBLIC: tuple[dict[str, str], ...] = (
      "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
                "(abstract), 2024",
      "url": "https://huggingface.co/papers/2407.08608"},
+    # lesson 13
+    {"topic": "allreduce_scaling", "device": "Hugging Face's cluster, 8 GPUs per node",
+     "figure": "median all-reduce bandwidth of a 256 MB message: 436.0 GB/s on 1 node, 361.7 on 2, 160.1 on 4, 99.6 on "
+               "8, 84.7 on 16, 64.9 on 32 and 32.9 GB/s on 64 nodes (all-gather and reduce-scatter: about 250 GB/s "
+               "on 1 node, about 11 GB/s on 64); the 5th-95th percentile range is wide (12.5 to 177 GB/s for the "
+               "all-reduce on 64 nodes); the figure does not say whether this is algorithm or bus bandwidth",
+     "why": "the playbook: going past the GPUs of one node 'forces us to use lower-bandwidth network "
+            "communication'; each added node puts more of a collective's traffic on that network",
+     "source": "Tazi et al., 'The Ultra-Scale Playbook: Training LLMs on GPU Clusters', section Pipeline Parallelism, "
+               "figure 'Communication Bandwidth by Number of Nodes (size=256MB)' (fragment pp_comm_bandwidth.html)",
+     "url": "https://huggingface.co/spaces/nanotron/ultrascale-playbook"},
 )
 """Published measurements worth setting beside the course's own, each with its source."""
 

@@ -30,7 +30,7 @@ def _all_reduce_step(params: list, state: dict, dist, lr: float = 1e-3, betas=(0
 
 
 def test_zero_case_counts_parameters_and_rejects_bad_settings():
-    assert ZeroCase(sizes=(12, 20, 4)).parameters == 344 == sum(p.numel() for p in parallel.make_mlp((12, 20, 4)).parameters())
+    assert ZeroCase(sizes=(12, 20, 4)).parameters == 344 == sum(p.numel() for p in parallel.sized_mlp((12, 20, 4)).parameters())
     assert ZeroCase(sizes=(2, 1)).parameters == 3
     with pytest.raises(TypeError, match="sizes"):
         ZeroCase(sizes=[3, 4])
@@ -43,13 +43,13 @@ def test_zero_case_counts_parameters_and_rejects_bad_settings():
 
 
 def test_make_mlp_is_seeded_and_validates_its_sizes():
-    first, second = parallel.make_mlp((4, 8, 2), seed=3), parallel.make_mlp((4, 8, 2), seed=3)
+    first, second = parallel.sized_mlp((4, 8, 2), seed=3), parallel.sized_mlp((4, 8, 2), seed=3)
     assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters()))
     assert [type(layer).__name__ for layer in first] == ["Linear", "Tanh", "Linear"]
     with pytest.raises(ValueError, match="sizes"):
-        parallel.make_mlp((4,))
+        parallel.sized_mlp((4,))
     with pytest.raises(ValueError, match="sizes"):
-        parallel.make_mlp((4, 0))
+        parallel.sized_mlp((4, 0))
 
 
 def test_state_bytes_walks_containers_once_per_tensor():
@@ -58,7 +58,7 @@ def test_state_bytes_walks_containers_once_per_tensor():
     assert parallel.state_bytes([m, m, (m,)]) == 40  # the same tensor counted once
     assert parallel.state_bytes({"views": [m[:5], m[5:]]}) == 40
     assert parallel.state_bytes({}) == 0
-    model = parallel.make_mlp((8, 4))
+    model = parallel.sized_mlp((8, 4))
     model(torch.ones(2, 8)).sum().backward()
     adam = torch.optim.Adam(model.parameters())
     adam.step()

@@ -34,7 +34,7 @@ from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult
 from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
                                                    idle_fraction, pipeline_orders, plot_pipeline_timeline,
                                                    run_schedule)
-from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, make_mlp, run_fsdp,
+from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, sized_mlp, run_fsdp,
                                          run_zero_step, state_bytes, zero_grader_worker, zero_step)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
@@ -58,6 +58,6 @@ __all__ = [
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
     "CommCounter", "Collective", "comm_counter_worker",
-    "ZERO_ATOL", "ZeroCase", "make_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
+    "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
     "run_zero_step", "fsdp_worker", "run_fsdp",
 ]

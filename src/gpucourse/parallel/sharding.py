@@ -62,7 +62,7 @@ class ZeroCase:
                 f"betas {self.betas}, eps {self.eps:g}")
 
 
-def make_mlp(sizes: Sequence[int], seed: int = 0):
+def sized_mlp(sizes: Sequence[int], seed: int = 0):
     """A small MLP, Linear layers with Tanh between them, its weights drawn from ``seed``."""
     import torch
 
@@ -149,7 +149,7 @@ def zero_grader_worker(rank: int, world_size: int, step_fn: Callable, cases: Seq
     reports = []
     with process_group(rank, world_size) as dist:
         for case in cases:
-            model = make_mlp(case.sizes, case.seed).to(device)
+            model = sized_mlp(case.sizes, case.seed).to(device)
             reference = copy.deepcopy(model)
             adam = torch.optim.Adam(reference.parameters(), lr=case.lr, betas=case.betas, eps=case.eps)
             data = torch.Generator().manual_seed(1000 + case.seed)
@@ -277,7 +277,7 @@ def fsdp_worker(rank: int, world_size: int, sizes: Sequence[int] = (64, 256, 256
     with process_group(rank, world_size):
         mesh = init_device_mesh(device.type, (world_size,))
         for reshard in (True, False):
-            model = make_mlp(sizes, seed).to(device)
+            model = sized_mlp(sizes, seed).to(device)
             before = _local_bytes(model.parameters())
             for layer in model:
                 if isinstance(layer, torch.nn.Linear):

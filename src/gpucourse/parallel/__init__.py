@@ -31,6 +31,9 @@ from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult
 from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
                                                    idle_fraction, pipeline_orders, plot_pipeline_timeline,
                                                    run_schedule)
+from gpucourse.parallel.plan import (Batch, Cluster, Model, Plan, best_plan, check_plan_choice, divisors,
+                                     memory_breakdown_gb, memory_per_gpu_gb, plan_problem, step_breakdown_s,
+                                     step_time_s, valid_plans)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS, WorkerError,
@@ -50,4 +53,6 @@ __all__ = [
     "PipelineConfig", "PipelineEvent", "PipelineResult", "pipeline_worker", "run_pipeline", "gpipe_schedule",
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
+    "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
+    "step_time_s", "divisors", "valid_plans", "best_plan", "check_plan_choice",
 ]

@@ -153,10 +153,20 @@ MODEL = Model(params=1e9, layers=4, hidden=1000, seq_len=1000, activation_bytes=
     (lambda: cost.step_time_s(Plan(2, 1, 1), MODEL, _cluster(), Batch(8)), ValueError, "plan"),
     (lambda: cost.check_plan_choice("choose_plan"), TypeError, "choose_plan"),
     (lambda: cost.divisors(0), ValueError, "n"),
+    (lambda: cost.check_plan_choice(lambda *a: None, cases=[("tiny GPUs", MODEL, _cluster(memory_gb=0.1), Batch(8))]),
+     ValueError, "cases"),
+    (lambda: cost.check_plan_choice(lambda *a: None, cases=[(MODEL, _cluster(), Batch(8))]), TypeError, "cases"),
 ])
 def test_bad_input_is_refused_by_name(build, error, name):
     with pytest.raises(error, match=name):
         build()
+
+
+def test_numpy_integers_make_the_same_plan():
+    import numpy as np
+
+    plan = Plan(np.int64(4), np.int32(1), 1, np.int64(2))
+    assert plan == Plan(4, 1, 1, 2) and type(plan.dp) is int and type(plan.zero) is int
 
 
 def test_plan_problem_names_the_broken_constraint():
@@ -164,7 +174,8 @@ def test_plan_problem_names_the_broken_constraint():
     assert cost.plan_problem(Plan(4, 1, 1), model, cluster, Batch(8)) is None
     assert cost.plan_problem(Plan(1, 2, 2), model, cluster, Batch(8)) is None
     assert "4 GPUs" in cost.plan_problem(Plan(2, 1, 1), model, cluster, Batch(8))
-    assert "tp = 4 does not divide hidden" in cost.plan_problem(Plan(1, 4, 1), Model(1e9, 6, 1022, 8), cluster, Batch(8))
+    odd = Model(params=1e9, layers=6, hidden=1022, seq_len=8)
+    assert "tp = 4 does not divide hidden" in cost.plan_problem(Plan(1, 4, 1), odd, cluster, Batch(8))
     assert "pp = 4 does not divide layers" in cost.plan_problem(Plan(1, 1, 4), model, cluster, Batch(8))
     assert "does not divide global_batch" in cost.plan_problem(Plan(4, 1, 1), model, cluster, Batch(6))
 

@@ -19,6 +19,7 @@ node when ``tp <= gpus_per_node``, a DP group when ``tp * dp <= gpus_per_node``.
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass, fields
 
 from gpucourse._validate import positive_int, positive_number
@@ -106,9 +107,10 @@ class Plan:
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp"):
-            positive_int(f"Plan.{name}", getattr(self, name))
-        if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in ZERO_STAGES:
+            object.__setattr__(self, name, positive_int(f"Plan.{name}", getattr(self, name)))
+        if isinstance(self.zero, bool) or not isinstance(self.zero, numbers.Integral) or self.zero not in ZERO_STAGES:
             raise ValueError(f"Plan.zero must be a ZeRO stage 0, 1, 2 or 3, got {self.zero!r}")
+        object.__setattr__(self, "zero", int(self.zero))
 
     @property
     def gpus(self) -> int:
@@ -339,6 +341,9 @@ def _grade_case(choose_plan, case: Case) -> None:
     from gpucourse.checks import _fail, check
 
     label, model, cluster, batch = case
+    best = _search(model, cluster, batch)
+    if best is None:
+        raise ValueError(f"cases: no plan fits in memory for {label!r}, so no answer can be graded")
     name = f"choose_plan on {label}"
     chosen = choose_plan(model, cluster, batch)
     if chosen is None:
@@ -349,7 +354,6 @@ def _grade_case(choose_plan, case: Case) -> None:
     if problem is not None:
         _fail(name, f"yours {chosen} cannot run: {problem}",
               "loop over the divisors of the GPU count for tp and pp; keep only plans that meet every constraint")
-    best = _search(model, cluster, batch)
     need = memory_per_gpu_gb(chosen, model, cluster, batch)
     if need > cluster.memory_gb:
         _fail(name, f"yours {chosen} needs {need:.1f} GB per GPU, more than the {cluster.memory_gb:g} GB a GPU has; "

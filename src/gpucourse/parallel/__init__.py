@@ -34,6 +34,9 @@ from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult
 from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
                                                    idle_fraction, pipeline_orders, plot_pipeline_timeline,
                                                    run_schedule)
+from gpucourse.parallel.plan import (Batch, Cluster, Model, Plan, best_plan, check_plan_choice, divisors,
+                                     memory_breakdown_gb, memory_per_gpu_gb, plan_problem, step_breakdown_s,
+                                     step_time_s, valid_plans)
 from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, sized_mlp, run_fsdp,
                                          run_zero_step, state_bytes, zero_grader_worker, zero_step)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
@@ -60,4 +63,6 @@ __all__ = [
     "CommCounter", "Collective", "comm_counter_worker",
     "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
     "run_zero_step", "fsdp_worker", "run_fsdp",
+    "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
+    "step_time_s", "divisors", "valid_plans", "best_plan", "check_plan_choice",
 ]

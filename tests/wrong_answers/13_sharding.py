@@ -16,6 +16,11 @@ def zero_step(params: list[torch.Tensor], state: dict, dist, lr: float = 1e-3,
     """One ZeRO-2 Adam step on this rank."""
 '''
 
+_EX4 = '''\
+def choose_plan(model: Model, cluster: Cluster, batch: Batch) -> Plan:
+    """The fastest plan (dp, tp, pp, ZeRO stage) that fits in the GPUs' memory."""
+'''
+
 # Shared pieces of the ZeRO answers (each wrong answer below is still a whole solution cell).
 _FLAT = '''\
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -160,5 +165,143 @@ WRONG: dict[str, dict[str, str]] = {
     state["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
     mine -= lr * state["m"] / (state["v"].sqrt() + eps)
 ''' + _GATHER + _COPY_BACK,
+    },
+    "ex4-solution": {
+        # The visible example's best plan, whatever the model and the cluster.
+        "constant": _EX4 + '''\
+    return Plan(dp=4, tp=2, pp=2, zero=0)
+''',
+        # The course's own solver: off-limits.
+        "helper": _EX4 + '''\
+    from gpucourse.parallel.plan import best_plan
+    return best_plan(model, cluster, batch)
+''',
+        # Right on the visible example only; elsewhere pure DP with the lowest ZeRO stage that fits.
+        "visible_only": _EX4 + '''\
+    if (model.params, cluster.nodes, cluster.gpus_per_node) == (7e9, 2, 8):
+        return Plan(dp=4, tp=2, pp=2, zero=0)
+    gpus = cluster.nodes * cluster.gpus_per_node
+    for zero in range(4):
+        plan = Plan(dp=gpus, tp=1, pp=1, zero=zero)
+        if memory_per_gpu_gb(plan, model, cluster, batch) <= cluster.memory_gb:
+            return plan
+    return Plan(dp=gpus, tp=1, pp=1, zero=3)
+''',
+        # The fastest plan, fitting in memory or not.
+        "typical": _EX4 + '''\
+    gpus = cluster.nodes * cluster.gpus_per_node
+    best, best_time = None, float("inf")
+    for tp in range(1, gpus + 1):
+        for pp in range(1, gpus // tp + 1):
+            if gpus % (tp * pp) or model.hidden % tp or model.layers % pp:
+                continue
+            dp = gpus // (tp * pp)
+            if batch.global_batch % (dp * batch.micro_batch):
+                continue
+            for zero in range(4):
+                plan = Plan(dp=dp, tp=tp, pp=pp, zero=zero)
+                seconds = step_time_s(plan, model, cluster, batch)
+                if seconds < best_time:
+                    best, best_time = plan, seconds
+    return best
+''',
+        # As much tensor parallelism as the GPUs allow, across nodes too.
+        "tp_across_nodes": _EX4 + '''\
+    gpus = cluster.nodes * cluster.gpus_per_node
+    tp = max(t for t in range(1, gpus + 1) if gpus % t == 0 and model.hidden % t == 0
+             and batch.global_batch % (gpus // t * batch.micro_batch) == 0)
+    for zero in range(4):
+        plan = Plan(dp=gpus // tp, tp=tp, pp=1, zero=zero)
+        if memory_per_gpu_gb(plan, model, cluster, batch) <= cluster.memory_gb:
+            return plan
+    return Plan(dp=gpus // tp, tp=tp, pp=1, zero=3)
+''',
+        # Always ZeRO-3: it fits most often, but its extra all-gathers cost time.
+        "always_zero3": _EX4 + '''\
+    gpus = cluster.nodes * cluster.gpus_per_node
+    best, best_time = None, float("inf")
+    for tp in range(1, gpus + 1):
+        for pp in range(1, gpus // tp + 1):
+            if gpus % (tp * pp) or model.hidden % tp or model.layers % pp:
+                continue
+            dp = gpus // (tp * pp)
+            if batch.global_batch % (dp * batch.micro_batch):
+                continue
+            for zero in (3,):
+                plan = Plan(dp=dp, tp=tp, pp=pp, zero=zero)
+                if memory_per_gpu_gb(plan, model, cluster, batch) > cluster.memory_gb:
+                    continue
+                seconds = step_time_s(plan, model, cluster, batch)
+                if seconds < best_time:
+                    best, best_time = plan, seconds
+    return best
+''',
+        # Never a pipeline: DP and TP only (loses where the network between nodes is slow).
+        "never_pp": _EX4 + '''\
+    gpus = cluster.nodes * cluster.gpus_per_node
+    best, best_time = None, float("inf")
+    for tp in range(1, gpus + 1):
+        for pp in (1,):
+            if gpus % (tp * pp) or model.hidden % tp or model.layers % pp:
+                continue
+            dp = gpus // (tp * pp)
+            if batch.global_batch % (dp * batch.micro_batch):
+                continue
+            for zero in range(4):
+                plan = Plan(dp=dp, tp=tp, pp=pp, zero=zero)
+                if memory_per_gpu_gb(plan, model, cluster, batch) > cluster.memory_gb:
+                    continue
+                seconds = step_time_s(plan, model, cluster, batch)
+                if seconds < best_time:
+                    best, best_time = plan, seconds
+    return best
+''',
+        # The plan that needs the least memory, not the fastest.
+        "least_memory": _EX4 + '''\
+    gpus = cluster.nodes * cluster.gpus_per_node
+    best, best_time = None, float("inf")
+    for tp in range(1, gpus + 1):
+        for pp in range(1, gpus // tp + 1):
+            if gpus % (tp * pp) or model.hidden % tp or model.layers % pp:
+                continue
+            dp = gpus // (tp * pp)
+            if batch.global_batch % (dp * batch.micro_batch):
+                continue
+            for zero in range(4):
+                plan = Plan(dp=dp, tp=tp, pp=pp, zero=zero)
+                if memory_per_gpu_gb(plan, model, cluster, batch) > cluster.memory_gb:
+                    continue
+                seconds = memory_per_gpu_gb(plan, model, cluster, batch)
+                if seconds < best_time:
+                    best, best_time = plan, seconds
+    return best
+''',
+        # Degrees that are powers of two only: misses 3 and 6 on 12 GPUs.
+        "powers_of_two": _EX4 + '''\
+    gpus = cluster.nodes * cluster.gpus_per_node
+    best, best_time = None, float("inf")
+    for tp in (1, 2, 4, 8, 16, 32, 64):
+        for pp in (1, 2, 4, 8, 16, 32, 64):
+            if gpus % (tp * pp) or model.hidden % tp or model.layers % pp:
+                continue
+            dp = gpus // (tp * pp)
+            if batch.global_batch % (dp * batch.micro_batch):
+                continue
+            for zero in range(4):
+                plan = Plan(dp=dp, tp=tp, pp=pp, zero=zero)
+                if memory_per_gpu_gb(plan, model, cluster, batch) > cluster.memory_gb:
+                    continue
+                seconds = step_time_s(plan, model, cluster, batch)
+                if seconds < best_time:
+                    best, best_time = plan, seconds
+    return best
+''',
+        # The course's own list of valid plans: off-limits too.
+        "helper_valid_plans": _EX4 + '''\
+    from gpucourse.parallel import plan as cost_model
+    fitting = [p for p in cost_model.valid_plans(model, cluster, batch)
+               if memory_per_gpu_gb(p, model, cluster, batch) <= cluster.memory_gb]
+    return min(fitting, key=lambda p: step_time_s(p, model, cluster, batch))
+''',
     },
 }

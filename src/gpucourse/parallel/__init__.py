@@ -10,7 +10,8 @@ One module per job (lessons 12_data_parallelism and 13_sharding):
 - :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
 - :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
-- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines.
+- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines;
+- :mod:`~gpucourse.parallel.tensor_parallel`: a tensor-parallel MLP (column- then row-parallel), its grader, DTensor.
 
 Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
 ``from gpucourse.parallel import _child_main``, which keeps working too.
@@ -35,6 +36,8 @@ from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError,
                                                    run_schedule)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
+from gpucourse.parallel.tensor_parallel import (check_tensor_parallel_mlp, make_mlp, run_tp_demo, shard_mlp,
+                                                tp_demo_rows, tp_demo_worker, tp_forward)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, BACKENDS, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS,
                                         WorkerError, WorkerTimeout, _child_main, collective_worker, core_shares,
                                         describe_worker, failing_worker, free_port, hanging_worker, launch,
@@ -55,4 +58,5 @@ __all__ = [
     "plot_pipeline_timeline", "ScheduleError", "ScheduleRun", "run_schedule", "pipeline_orders",
     "configure_tf_devices",
     "CommCounter", "Collective", "comm_counter_worker",
+    "make_mlp", "shard_mlp", "tp_forward", "check_tensor_parallel_mlp", "tp_demo_worker", "run_tp_demo", "tp_demo_rows",
 ]

@@ -205,9 +205,19 @@ def test_each_wrong_split_fails_before_any_launch(kind):
 def test_each_wrong_forward_fails_in_the_workers_saying_why():
     answers = {kind: (_cell(WRONG_EX3[kind])["shard_mlp"], _cell(WRONG_EX3[kind])["tp_forward"])
                for kind in _IN_WORKERS}
+    # Not a wrong answer of the notebook: a split wrong on rank 1 only, for hidden=20; the ranks must stop together.
+    one_rank = _cell(_HEAD + _SHARD.replace("rows = slice(rank * part, (rank + 1) * part)",
+                                                 "shift = -int(rank == 1 and hidden == 20)\n"
+                                                 "    rows = slice(rank * part + shift, (rank + 1) * part + shift)")
+                     + _FORWARD + _TP)
+    answers["one_rank"] = (one_rank["shard_mlp"], one_rank["tp_forward"])
     results = parallel.launch(_many_answers_worker, 2, (answers, _VISIBLE + _HIDDEN), timeout_s=120)
     for kind in _IN_WORKERS:
         _assert_fails_saying_why(kind, lambda: tp._raise_reports([ranks[kind] for ranks in results], "tp"))
+    with pytest.raises(CheckFailed, match="rank 1's fc1_local.weight holds rows 9..18 of fc1.weight, expected "
+                                          "rows 10..19"):
+        tp._raise_reports([ranks["one_rank"] for ranks in results], "tp")
+    assert [len(ranks["one_rank"]) for ranks in results] == [2, 2]  # both ranks stopped at the second case
 
 
 def test_the_untouched_stub_fails_with_not_implemented_error_only():

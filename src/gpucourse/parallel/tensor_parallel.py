@@ -255,18 +255,34 @@ def _grade_in_group(dist: object, rank: int, world_size: int, shard_fn: Callable
                    (f"shard_mlp returned {type(layers).__name__}, expected a pair (fc1_local, fc2_local)",
                     "return fc1_local, fc2_local"))
         problem = problem or _check_layers(fc1, fc2, *layers, rank, world_size)
-        if problem is None:
-            with torch.no_grad(), CommCounter() as counter:
-                y = forward_fn(x.clone(), layers[0], layers[1], dist)
-            output = _check_output(y, expected, fc2.bias.detach(), world_size, dtype)
-            comm = _check_comm(counter, batch, d_out, x.element_size())
-            problem = comm if counter.count("all_reduce") == 0 and comm else (output or comm)
-        reports.append({"case": (d, hidden, d_out, batch, dtype), "rank": rank,
-                        "problem": problem[0] if problem else "", "hint": problem[1] if problem else ""})
-        if problem:  # the other rank may be waiting in a collective of the next case: stop here, together
+        if _any_rank(dist, problem is not None, device):  # all ranks stop together, before the forward's collectives
+            reports.append(_report(d, hidden, d_out, batch, dtype, rank, problem))
             break
-        dist.barrier()
+        with torch.no_grad(), CommCounter() as counter:
+            y = forward_fn(x.clone(), layers[0], layers[1], dist)
+        output = _check_output(y, expected, fc2.bias.detach(), world_size, dtype)
+        comm = _check_comm(counter, batch, d_out, x.element_size())
+        problem = comm if counter.count("all_reduce") == 0 and comm else (output or comm)
+        reports.append(_report(d, hidden, d_out, batch, dtype, rank, problem))
+        if _any_rank(dist, problem is not None, device):
+            break
     return reports
+
+
+def _any_rank(dist: object, flag: bool, device: object) -> bool:
+    """True on every rank if ``flag`` is True on any (one small all-reduce, outside the learner's count)."""
+    import torch
+
+    votes = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(votes)
+    return bool(votes.item())
+
+
+def _report(d: int, hidden: int, d_out: int, batch: int, dtype: str, rank: int,
+            problem: tuple[str, str] | None) -> dict:
+    """A rank's report on one case: the case, the rank, the problem and its hint ('' if none)."""
+    return {"case": (d, hidden, d_out, batch, dtype), "rank": rank,
+            "problem": problem[0] if problem else "", "hint": problem[1] if problem else ""}
 
 
 def _grade_worker(rank: int, world_size: int, shard_fn: Callable, forward_fn: Callable,

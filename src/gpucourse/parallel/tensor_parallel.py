@@ -27,8 +27,6 @@ TOLERANCE = {"float32": (1e-5, 1e-5), "float64": (1e-10, 1e-12)}
 VISIBLE_CASES: tuple[tuple[int, int, int, int, str], ...] = ((8, 16, 4, 3, "float64"),)
 """The visible test's case: (d, hidden, d_out, batch, dtype)."""
 
-_EX = "Tensor parallelism"
-
 
 def _check_case(d: int, hidden: int, d_out: int, world_size: int) -> tuple[int, int, int, int]:
     """Validated (d, hidden, d_out, world_size); ValueError naming world_size if it does not divide hidden."""

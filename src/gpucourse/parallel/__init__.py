@@ -11,7 +11,8 @@ One module per job (lessons 12_data_parallelism and 13_sharding):
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
 - :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
 - :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines;
-- :mod:`~gpucourse.parallel.sharding`: a ZeRO step over a process group, its grader, FSDP2 observed.
+- :mod:`~gpucourse.parallel.sharding`: a ZeRO step over a process group, its grader, FSDP2 observed;
+- :mod:`~gpucourse.parallel.tensor_parallel`: a tensor-parallel MLP (column- then row-parallel), its grader, DTensor.
 
 Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
 ``from gpucourse.parallel import _child_main``, which keeps working too.
@@ -41,6 +42,8 @@ from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_w
                                          run_zero_step, state_bytes, zero_grader_worker, zero_step)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
+from gpucourse.parallel.tensor_parallel import (check_tensor_parallel_mlp, make_mlp, run_tp_demo, shard_mlp,
+                                                tp_demo_rows, tp_demo_worker, tp_forward)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, BACKENDS, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS,
                                         WorkerError, WorkerTimeout, _child_main, collective_worker, core_shares,
                                         describe_worker, failing_worker, free_port, hanging_worker, launch,
@@ -65,4 +68,5 @@ __all__ = [
     "run_zero_step", "fsdp_worker", "run_fsdp",
     "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
     "step_time_s", "divisors", "valid_plans", "best_plan", "check_plan_choice",
+    "make_mlp", "shard_mlp", "tp_forward", "check_tensor_parallel_mlp", "tp_demo_worker", "run_tp_demo", "tp_demo_rows",
 ]

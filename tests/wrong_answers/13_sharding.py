@@ -59,6 +59,124 @@ _GATHER = '''\
     dist.all_gather_into_tensor(flat, mine)
 '''
 
+_EX3_HEAD = '''\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def shard_mlp(fc1: nn.Linear, fc2: nn.Linear, rank: int, world_size: int) -> tuple[nn.Linear, nn.Linear]:
+    """Rank `rank`'s (fc1_local, fc2_local): rows of fc1, the same columns of fc2, fc2's whole bias (copies)."""
+'''
+_EX3_FORWARD = '''
+
+def tp_forward(x: torch.Tensor, fc1_local: nn.Linear, fc2_local: nn.Linear, dist) -> torch.Tensor:
+    """This rank's forward: gelu(fc1_local(x)), its partial fc2 product summed over the ranks, fc2's bias once."""
+'''
+_EX3_SHARD = '''\
+    hidden = fc1.out_features
+    if hidden % world_size:
+        raise ValueError(f"world_size must divide hidden={hidden}, got world_size={world_size}")
+    part = hidden // world_size
+    rows = slice(rank * part, (rank + 1) * part)          # this rank's hidden units
+    fc1_local = nn.Linear(fc1.in_features, part, dtype=fc1.weight.dtype, device=fc1.weight.device)
+    fc2_local = nn.Linear(part, fc2.out_features, dtype=fc2.weight.dtype, device=fc2.weight.device)
+    with torch.no_grad():                                 # copy_: new, smaller tensors (not views of the full ones)
+        fc1_local.weight.copy_(fc1.weight[rows])          # column-parallel: rows = output features
+        fc1_local.bias.copy_(fc1.bias[rows])
+        fc2_local.weight.copy_(fc2.weight[:, rows])       # row-parallel: columns = input features
+        fc2_local.bias.copy_(fc2.bias)                    # whole; added once, after the sum
+    return fc1_local, fc2_local
+'''
+_EX3_TP = '''\
+    hidden = F.gelu(fc1_local(x))                         # batch x hidden/N, no communication
+    partial = F.linear(hidden, fc2_local.weight)          # batch x d_out, this rank's share of the sum
+    dist.all_reduce(partial)                              # SUM over the ranks: the one collective
+    return partial + fc2_local.bias
+'''
+_WRONG_EX3: dict[str, str] = {
+    # Fixed layers of the visible shapes and a zero output.
+    "constant": _EX3_HEAD + '''\
+    return nn.Linear(8, 8).double(), nn.Linear(8, 4).double()
+''' + _EX3_FORWARD + '''\
+    return torch.zeros(x.shape[0], 4, dtype=x.dtype)
+''',
+    # The course's own split: off-limits.
+    "helper": _EX3_HEAD + '''\
+    from gpucourse import parallel
+    return parallel.shard_mlp(fc1, fc2, rank, world_size)
+''' + _EX3_FORWARD + '''\
+    from gpucourse import parallel
+    return parallel.tp_forward(x, fc1_local, fc2_local, dist)
+''',
+    # Slices of the visible MLP's size (hidden 16 on 2 ranks: 8 units each), whatever the layers.
+    "visible_only": _EX3_HEAD + _EX3_SHARD.replace("part = hidden // world_size", "part = 8") + _EX3_FORWARD + _EX3_TP,
+    # Row-parallel fc2 with its bias on every rank: the bias is summed N times.
+    "typical": _EX3_HEAD + _EX3_SHARD + _EX3_FORWARD + '''\
+    partial = fc2_local(F.gelu(fc1_local(x)))
+    dist.all_reduce(partial)
+    return partial
+''',
+    # Gathers the hidden activations (and fc2's columns) and runs the whole fc2: right output, wrong traffic.
+    "all_gather_hidden": _EX3_HEAD + _EX3_SHARD + _EX3_FORWARD + '''\
+    hidden = F.gelu(fc1_local(x))
+    world = dist.get_world_size()
+    pieces = [torch.empty_like(hidden) for _ in range(world)]
+    dist.all_gather(pieces, hidden.contiguous())
+    columns = [torch.empty_like(fc2_local.weight) for _ in range(world)]
+    dist.all_gather(columns, fc2_local.weight.detach().contiguous())
+    return torch.cat(pieces, dim=1) @ torch.cat(columns, dim=1).T + fc2_local.bias
+''',
+    # Splits fc1 by its columns (input features) and fc2 by its rows: the transposed split.
+    "columns_first": _EX3_HEAD + '''\
+    d = fc1.in_features
+    cols = slice(rank * d // world_size, (rank + 1) * d // world_size)
+    fc1_local = nn.Linear(d // world_size, fc1.out_features, dtype=fc1.weight.dtype)
+    fc2_local = nn.Linear(fc2.in_features, fc2.out_features, dtype=fc2.weight.dtype)
+    with torch.no_grad():
+        fc1_local.weight.copy_(fc1.weight[:, cols])
+        fc1_local.bias.copy_(fc1.bias)
+        fc2_local.weight.copy_(fc2.weight)
+        fc2_local.bias.copy_(fc2.bias)
+    return fc1_local, fc2_local
+''' + _EX3_FORWARD + _EX3_TP,
+    # Keeps the full layers on every rank and slices them at run time: no memory saved.
+    "full_weights": _EX3_HEAD + '''\
+    return fc1, fc2
+''' + _EX3_FORWARD + '''\
+    rank, world = dist.get_rank(), dist.get_world_size()
+    part = fc1_local.out_features // world
+    rows = slice(rank * part, (rank + 1) * part)
+    hidden = F.gelu(F.linear(x, fc1_local.weight[rows], fc1_local.bias[rows]))
+    partial = F.linear(hidden, fc2_local.weight[:, rows])
+    dist.all_reduce(partial)
+    return partial + fc2_local.bias
+''',
+    # Slices as views: the rank keeps the whole matrices alive.
+    "views": _EX3_HEAD + '''\
+    part = fc1.out_features // world_size
+    if fc1.out_features % world_size:
+        raise ValueError(f"world_size must divide hidden, got {world_size}")
+    rows = slice(rank * part, (rank + 1) * part)
+    fc1_local = nn.Linear(fc1.in_features, part, dtype=fc1.weight.dtype)
+    fc2_local = nn.Linear(part, fc2.out_features, dtype=fc2.weight.dtype)
+    fc1_local.weight = nn.Parameter(fc1.weight[rows])
+    fc1_local.bias = nn.Parameter(fc1.bias[rows])
+    fc2_local.weight = nn.Parameter(fc2.weight[:, rows])
+    fc2_local.bias = nn.Parameter(fc2.bias)
+    return fc1_local, fc2_local
+''' + _EX3_FORWARD + _EX3_TP,
+    # Averages the partial outputs (ReduceOp.AVG) instead of summing them.
+    "average": _EX3_HEAD + _EX3_SHARD + _EX3_FORWARD + _EX3_TP.replace("dist.all_reduce(partial)",
+                                                        "dist.all_reduce(partial, op=dist.ReduceOp.AVG)"),
+    # Forgets the all-reduce: each rank returns its partial output.
+    "no_all_reduce": _EX3_HEAD + _EX3_SHARD + _EX3_FORWARD + _EX3_TP.replace("    dist.all_reduce(partial)", "    pass"),
+    # Accepts any world size: hidden units left over are silently dropped.
+    "no_value_error": _EX3_HEAD + _EX3_SHARD.replace("if hidden % world_size:", "if hidden % world_size and False:")
+    + _EX3_FORWARD + _EX3_TP,
+}
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The visible test's schedule (2 stages, 4 micro-batches), whatever the pipeline.
@@ -304,4 +422,5 @@ WRONG: dict[str, dict[str, str]] = {
     return min(fitting, key=lambda p: step_time_s(p, model, cluster, batch))
 ''',
     },
+    "ex3-solution": _WRONG_EX3,
 }

@@ -58,8 +58,7 @@ class ZeroCase:
     def label(self) -> str:
         """A short description for check messages."""
         sizes = " -> ".join(map(str, self.sizes))
-        return (f"MLP {sizes} ({self.parameters} parameters), seed {self.seed}, {self.steps} steps, lr {self.lr:g}, "
-                f"betas {self.betas}, eps {self.eps:g}")
+        return f"MLP {sizes} ({self.parameters} parameters, {self.steps} steps, lr {self.lr:g}, eps {self.eps:g})"
 
 
 def sized_mlp(sizes: Sequence[int], seed: int = 0):

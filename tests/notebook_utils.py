@@ -17,8 +17,8 @@ import course  # noqa: E402  (tools/course.py: the one implementation of stamp/c
 
 LESSONS = course.lessons()
 
-# Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises.
-SLIM_LESSONS = {"13_sharding"}
+# Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises (none left).
+SLIM_LESSONS: set[str] = set()
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

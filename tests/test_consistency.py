@@ -87,15 +87,20 @@ def test_test_cells_follow_the_rules(lesson: str) -> None:
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_solution_cells_define_functions(lesson: str) -> None:
-    """Each solution region sits inside a function, so the student version raises NotImplementedError when called."""
+    """Each solution region sits inside a function, so the student version raises NotImplementedError when called.
+
+    A cell may hold several functions (lesson 13's tensor-parallel pair), each with its own region.
+    """
     for cell in load(solution_path(lesson))["cells"]:
         meta = nbgrader(cell)
         if cell["cell_type"] == "code" and meta.get("solution"):
             text = source(cell)
-            assert text.count("### BEGIN SOLUTION") == 1 == text.count("### END SOLUTION"), meta["grade_id"]
-            marker_line = next(line for line in text.splitlines() if "### BEGIN SOLUTION" in line)
-            assert "def " in text.split("### BEGIN SOLUTION")[0] and marker_line.startswith(" "), (
-                f"{meta['grade_id']}: put the solution inside a function body")
+            regions = text.count("### BEGIN SOLUTION")
+            assert regions >= 1 and regions == text.count("### END SOLUTION"), meta["grade_id"]
+            marker_lines = [line for line in text.splitlines() if "### BEGIN SOLUTION" in line]
+            for before, marker_line in zip(text.split("### BEGIN SOLUTION")[:-1], marker_lines):
+                assert "def " in before.rsplit("### END SOLUTION", 1)[-1] and marker_line.startswith(" "), (
+                    f"{meta['grade_id']}: put the solution inside a function body")
 
 
 def _leak_candidates(notebook: dict) -> set[str]:

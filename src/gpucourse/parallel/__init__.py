@@ -12,7 +12,10 @@ One module per job (lessons 12_data_parallelism and 13_sharding):
 - :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
 - :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
-- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines.
+- :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines;
+- :mod:`~gpucourse.parallel.sharding`: a ZeRO step over a process group, its grader, FSDP2 observed;
+- :mod:`~gpucourse.parallel.tensor_parallel`: a tensor-parallel MLP (column- then row-parallel), its grader, DTensor;
+- :mod:`~gpucourse.parallel.plan`: the cost model for choosing data, tensor, pipeline and ZeRO degrees, its grader.
 
 Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
 ``from gpucourse.parallel import _child_main``, which keeps working too.
@@ -39,8 +42,15 @@ from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult
 from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
                                                    idle_fraction, pipeline_orders, plot_pipeline_timeline,
                                                    run_schedule)
+from gpucourse.parallel.plan import (Batch, Cluster, Model, Plan, best_plan, check_plan_choice, divisors,
+                                     memory_breakdown_gb, memory_per_gpu_gb, plan_problem, step_breakdown_s,
+                                     step_time_s, valid_plans)
+from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, sized_mlp, run_fsdp,
+                                         run_zero_step, state_bytes, zero_grader_worker, zero_step)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
+from gpucourse.parallel.tensor_parallel import (check_tensor_parallel_mlp, make_mlp, run_tp_demo, shard_mlp,
+                                                tp_demo_rows, tp_demo_worker, tp_forward)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, BACKENDS, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS,
                                         WorkerError, WorkerTimeout, _child_main, collective_worker, core_shares,
                                         describe_worker, failing_worker, free_port, hanging_worker, launch,
@@ -65,4 +75,9 @@ __all__ = [
     "observe_worker",
     "run_collectives", "run_ddp_timeline", "run_observed", "plot_ddp_timeline",
     "AccumulationCase", "AccumulationRun", "accumulation_worker", "run_accumulation",
+    "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
+    "run_zero_step", "fsdp_worker", "run_fsdp",
+    "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
+    "step_time_s", "divisors", "valid_plans", "best_plan", "check_plan_choice",
+    "make_mlp", "shard_mlp", "tp_forward", "check_tensor_parallel_mlp", "tp_demo_worker", "run_tp_demo", "tp_demo_rows",
 ]

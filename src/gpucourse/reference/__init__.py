@@ -34,6 +34,9 @@ PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
     # lesson 12 (all-reduce bandwidth within a node, NCCL)
     "allreduce",
 
+    # lesson 13 (all-reduce bandwidth as nodes are added)
+    "allreduce_scaling",
+
 )
 """Topics the recorder does not measure: ``show`` prints their published measurements (each needs one at least)."""
 
@@ -131,6 +134,17 @@ PUBLIC: tuple[dict[str, str], ...] = (
      "source": "S. Bekman, 'Machine Learning Engineering', network chapter ('Inter-node speed depends on intra-node "
                "speed', the 1-node column)",
      "url": "https://github.com/stas00/ml-engineering/blob/master/network/README.md"},
+    # lesson 13
+    {"topic": "allreduce_scaling", "device": "Hugging Face's cluster, 8 GPUs per node",
+     "figure": "median all-reduce bandwidth of a 256 MB message: 436.0 GB/s on 1 node, 361.7 on 2, 160.1 on 4, 99.6 on "
+               "8, 84.7 on 16, 64.9 on 32 and 32.9 GB/s on 64 nodes (all-gather and reduce-scatter: about 250 GB/s "
+               "on 1 node, about 11 GB/s on 64); the 5th-95th percentile range is wide (12.5 to 177 GB/s for the "
+               "all-reduce on 64 nodes); the figure does not say whether this is algorithm or bus bandwidth",
+     "why": "the playbook: going past the GPUs of one node 'forces us to use lower-bandwidth network "
+            "communication'; each added node puts more of a collective's traffic on that network",
+     "source": "Tazi et al., 'The Ultra-Scale Playbook: Training LLMs on GPU Clusters', section Pipeline Parallelism, "
+               "figure 'Communication Bandwidth by Number of Nodes (size=256MB)' (fragment pp_comm_bandwidth.html)",
+     "url": "https://huggingface.co/spaces/nanotron/ultrascale-playbook"},
 )
 """Published measurements worth setting beside the course's own, each with its source."""
 

@@ -1,0 +1,303 @@
+"""gpucourse.parallel.tensor_parallel: the split MLP, its grader against the wrong answers, the DTensor demo.
+
+The grader launches 2 gloo processes per call (~2-3 s here); answers whose split is wrong fail in the calling
+process before any launch. ``SOLUTION`` and ``WRONG_EX3`` are the notebook's solution cell and its wrong answers
+(copied into tests/wrong_answers/13_sharding.py by the notebook's owner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from gpucourse import parallel
+from gpucourse.checks import CheckFailed, OffLimits, off_limits
+from gpucourse.parallel import tensor_parallel as tp
+
+_HEAD = '''\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def shard_mlp(fc1: nn.Linear, fc2: nn.Linear, rank: int, world_size: int) -> tuple[nn.Linear, nn.Linear]:
+    """Rank `rank`'s (fc1_local, fc2_local): rows of fc1, the same columns of fc2, fc2's whole bias (copies)."""
+'''
+_FORWARD = '''
+
+def tp_forward(x: torch.Tensor, fc1_local: nn.Linear, fc2_local: nn.Linear, dist) -> torch.Tensor:
+    """This rank's forward: gelu(fc1_local(x)), its partial fc2 product summed over the ranks, fc2's bias once."""
+'''
+_SHARD = '''\
+    hidden = fc1.out_features
+    if hidden % world_size:
+        raise ValueError(f"world_size must divide hidden={hidden}, got world_size={world_size}")
+    part = hidden // world_size
+    rows = slice(rank * part, (rank + 1) * part)          # this rank's hidden units
+    fc1_local = nn.Linear(fc1.in_features, part, dtype=fc1.weight.dtype, device=fc1.weight.device)
+    fc2_local = nn.Linear(part, fc2.out_features, dtype=fc2.weight.dtype, device=fc2.weight.device)
+    with torch.no_grad():                                 # copy_: new, smaller tensors (not views of the full ones)
+        fc1_local.weight.copy_(fc1.weight[rows])          # column-parallel: rows = output features
+        fc1_local.bias.copy_(fc1.bias[rows])
+        fc2_local.weight.copy_(fc2.weight[:, rows])       # row-parallel: columns = input features
+        fc2_local.bias.copy_(fc2.bias)                    # whole; added once, after the sum
+    return fc1_local, fc2_local
+'''
+_TP = '''\
+    hidden = F.gelu(fc1_local(x))                         # batch x hidden/N, no communication
+    partial = F.linear(hidden, fc2_local.weight)          # batch x d_out, this rank's share of the sum
+    dist.all_reduce(partial)                              # SUM over the ranks: the one collective
+    return partial + fc2_local.bias
+'''
+SOLUTION = _HEAD + "    ### BEGIN SOLUTION\n" + _SHARD + "    ### END SOLUTION\n" + _FORWARD + \
+    "    ### BEGIN SOLUTION\n" + _TP + "    ### END SOLUTION\n"
+STUB = _HEAD + "    raise NotImplementedError()\n" + _FORWARD + "    raise NotImplementedError()\n"
+
+WRONG_EX3: dict[str, str] = {
+    # Fixed layers of the visible shapes and a zero output.
+    "constant": _HEAD + '''\
+    return nn.Linear(8, 8).double(), nn.Linear(8, 4).double()
+''' + _FORWARD + '''\
+    return torch.zeros(x.shape[0], 4, dtype=x.dtype)
+''',
+    # The course's own split: off-limits.
+    "helper": _HEAD + '''\
+    from gpucourse import parallel
+    return parallel.shard_mlp(fc1, fc2, rank, world_size)
+''' + _FORWARD + '''\
+    from gpucourse import parallel
+    return parallel.tp_forward(x, fc1_local, fc2_local, dist)
+''',
+    # Slices of the visible MLP's size (hidden 16 on 2 ranks: 8 units each), whatever the layers.
+    "visible_only": _HEAD + _SHARD.replace("part = hidden // world_size", "part = 8") + _FORWARD + _TP,
+    # Row-parallel fc2 with its bias on every rank: the bias is summed N times.
+    "typical": _HEAD + _SHARD + _FORWARD + '''\
+    partial = fc2_local(F.gelu(fc1_local(x)))
+    dist.all_reduce(partial)
+    return partial
+''',
+    # Gathers the hidden activations (and fc2's columns) and runs the whole fc2: right output, wrong traffic.
+    "all_gather_hidden": _HEAD + _SHARD + _FORWARD + '''\
+    hidden = F.gelu(fc1_local(x))
+    world = dist.get_world_size()
+    pieces = [torch.empty_like(hidden) for _ in range(world)]
+    dist.all_gather(pieces, hidden.contiguous())
+    columns = [torch.empty_like(fc2_local.weight) for _ in range(world)]
+    dist.all_gather(columns, fc2_local.weight.detach().contiguous())
+    return torch.cat(pieces, dim=1) @ torch.cat(columns, dim=1).T + fc2_local.bias
+''',
+    # Splits fc1 by its columns (input features) and fc2 by its rows: the transposed split.
+    "columns_first": _HEAD + '''\
+    d = fc1.in_features
+    cols = slice(rank * d // world_size, (rank + 1) * d // world_size)
+    fc1_local = nn.Linear(d // world_size, fc1.out_features, dtype=fc1.weight.dtype)
+    fc2_local = nn.Linear(fc2.in_features, fc2.out_features, dtype=fc2.weight.dtype)
+    with torch.no_grad():
+        fc1_local.weight.copy_(fc1.weight[:, cols])
+        fc1_local.bias.copy_(fc1.bias)
+        fc2_local.weight.copy_(fc2.weight)
+        fc2_local.bias.copy_(fc2.bias)
+    return fc1_local, fc2_local
+''' + _FORWARD + _TP,
+    # Keeps the full layers on every rank and slices them at run time: no memory saved.
+    "full_weights": _HEAD + '''\
+    return fc1, fc2
+''' + _FORWARD + '''\
+    rank, world = dist.get_rank(), dist.get_world_size()
+    part = fc1_local.out_features // world
+    rows = slice(rank * part, (rank + 1) * part)
+    hidden = F.gelu(F.linear(x, fc1_local.weight[rows], fc1_local.bias[rows]))
+    partial = F.linear(hidden, fc2_local.weight[:, rows])
+    dist.all_reduce(partial)
+    return partial + fc2_local.bias
+''',
+    # Slices as views: the rank keeps the whole matrices alive.
+    "views": _HEAD + '''\
+    part = fc1.out_features // world_size
+    if fc1.out_features % world_size:
+        raise ValueError(f"world_size must divide hidden, got {world_size}")
+    rows = slice(rank * part, (rank + 1) * part)
+    fc1_local = nn.Linear(fc1.in_features, part, dtype=fc1.weight.dtype)
+    fc2_local = nn.Linear(part, fc2.out_features, dtype=fc2.weight.dtype)
+    fc1_local.weight = nn.Parameter(fc1.weight[rows])
+    fc1_local.bias = nn.Parameter(fc1.bias[rows])
+    fc2_local.weight = nn.Parameter(fc2.weight[:, rows])
+    fc2_local.bias = nn.Parameter(fc2.bias)
+    return fc1_local, fc2_local
+''' + _FORWARD + _TP,
+    # Averages the partial outputs (ReduceOp.AVG) instead of summing them.
+    "average": _HEAD + _SHARD + _FORWARD + _TP.replace("dist.all_reduce(partial)",
+                                                        "dist.all_reduce(partial, op=dist.ReduceOp.AVG)"),
+    # Forgets the all-reduce: each rank returns its partial output.
+    "no_all_reduce": _HEAD + _SHARD + _FORWARD + _TP.replace("    dist.all_reduce(partial)", "    pass"),
+    # Accepts any world size: hidden units left over are silently dropped.
+    "no_value_error": _HEAD + _SHARD.replace("if hidden % world_size:", "if hidden % world_size and False:")
+    + _FORWARD + _TP,
+}
+"""Wrong answers to the exercise: each a full replacement of the solution cell (key 'ex3-solution')."""
+
+# What each wrong answer's failure message must say (the problem, or its hint).
+_EXPECTED_MESSAGE = {
+    "constant": "fc1_local.weight holds", "helper": "off-limits", "visible_only": "fc1_local.weight has shape",
+    "typical": "bias was summed", "all_gather_hidden": "all-gather", "columns_first": "fc1_local.weight has shape",
+    "full_weights": "fc1_local.weight has shape", "views": "view of a bigger tensor", "average": "averaged",
+    "no_all_reduce": "no all-reduce", "no_value_error": "ValueError",
+}
+
+_VISIBLE = list(tp.VISIBLE_CASES)
+_HIDDEN = [(6, 20, 3, 1, "float64"), (12, 8, 10, 5, "float32"), (5, 32, 7, 4, "float64")]
+
+
+def _cell(source: str) -> dict:
+    """Run a solution cell's source in a fresh namespace, as the notebook would; its globals."""
+    namespace: dict = {"__name__": "learner_cell"}
+    exec(compile(source, "<solution cell>", "exec"), namespace)
+    return namespace
+
+
+def _grade(namespace: dict, cases: list) -> list:
+    """The test cell's grading, with the package's model answer off-limits."""
+    with off_limits("gpucourse.parallel.tensor_parallel.shard_mlp", "gpucourse.parallel.tensor_parallel.tp_forward",
+                    exercise="Exercise 3", namespace=namespace):
+        return tp.check_tensor_parallel_mlp(namespace["shard_mlp"], namespace["tp_forward"], cases, seed=11,
+                                            quiet=True)
+
+
+def test_the_solution_cell_passes_visible_and_hidden_cases():
+    results = _grade(_cell(SOLUTION), _VISIBLE + _HIDDEN)
+    assert [len(reports) for reports in results] == [4, 4]
+    assert all(not report["problem"] for reports in results for report in reports)
+
+
+def test_wrong_answers_cover_every_kind():
+    assert {"constant", "helper", "visible_only", "typical"} <= set(WRONG_EX3)
+    assert len(WRONG_EX3) >= 5 and set(WRONG_EX3) == set(_EXPECTED_MESSAGE)
+
+
+# Wrong answers whose split is right on the visible case: graded in the workers, all in one launch.
+_IN_WORKERS = ("visible_only", "typical", "all_gather_hidden", "average", "no_all_reduce")
+
+
+def _many_answers_worker(rank: int, world_size: int, answers: dict, cases: list) -> dict:
+    """Grade several answers in one process group (they all fail at the same case on every rank)."""
+    with parallel.process_group(rank, world_size) as dist:
+        return {kind: tp._grade_in_group(dist, rank, world_size, shard_fn, forward_fn, cases, 11)
+                for kind, (shard_fn, forward_fn) in answers.items()}
+
+
+def _assert_fails_saying_why(kind: str, grade: Callable[[], object]) -> None:
+    """The wrong answer ``kind`` fails its grading with CheckFailed, a message naming its mistake, and a hint."""
+    with pytest.raises(CheckFailed) as failure:
+        grade()
+    message = str(failure.value)
+    assert _EXPECTED_MESSAGE[kind] in message, (kind, message)
+    assert "Hint:" in message or kind == "helper", (kind, message)
+    assert isinstance(failure.value, OffLimits) == (kind == "helper"), (kind, message)
+
+
+@pytest.mark.parametrize("kind", sorted(set(WRONG_EX3) - set(_IN_WORKERS)))
+def test_each_wrong_split_fails_before_any_launch(kind):
+    _assert_fails_saying_why(kind, lambda: _grade(_cell(WRONG_EX3[kind]), _VISIBLE))
+
+
+def test_each_wrong_forward_fails_in_the_workers_saying_why():
+    answers = {kind: (_cell(WRONG_EX3[kind])["shard_mlp"], _cell(WRONG_EX3[kind])["tp_forward"])
+               for kind in _IN_WORKERS}
+    # Not a wrong answer of the notebook: a split wrong on rank 1 only, for hidden=20; the ranks must stop together.
+    one_rank = _cell(_HEAD + _SHARD.replace("rows = slice(rank * part, (rank + 1) * part)",
+                                                 "shift = -int(rank == 1 and hidden == 20)\n"
+                                                 "    rows = slice(rank * part + shift, (rank + 1) * part + shift)")
+                     + _FORWARD + _TP)
+    answers["one_rank"] = (one_rank["shard_mlp"], one_rank["tp_forward"])
+    results = parallel.launch(_many_answers_worker, 2, (answers, _VISIBLE + _HIDDEN), timeout_s=120)
+    for kind in _IN_WORKERS:
+        _assert_fails_saying_why(kind, lambda: tp._raise_reports([ranks[kind] for ranks in results], "tp"))
+    with pytest.raises(CheckFailed, match="rank 1's fc1_local.weight holds rows 9..18 of fc1.weight, expected "
+                                          "rows 10..19"):
+        tp._raise_reports([ranks["one_rank"] for ranks in results], "tp")
+    assert [len(ranks["one_rank"]) for ranks in results] == [2, 2]  # both ranks stopped at the second case
+
+
+def test_the_untouched_stub_fails_with_not_implemented_error_only():
+    with pytest.raises(NotImplementedError):
+        _grade(_cell(STUB), _VISIBLE)
+
+
+def test_a_stub_forward_raises_not_implemented_error_from_the_workers():
+    half = _cell(_HEAD + _SHARD + _FORWARD + "    raise NotImplementedError()\n")
+    with pytest.raises(NotImplementedError, match="rank"):
+        _grade(half, _VISIBLE)
+
+
+def test_the_model_answer_splits_rows_then_columns_and_copies():
+    fc1, fc2 = tp.make_mlp(4, 6, 3, seed=2, dtype="float64")
+    fc1_local, fc2_local = parallel.shard_mlp(fc1, fc2, 1, 3)
+    assert torch.equal(fc1_local.weight, fc1.weight[2:4]) and torch.equal(fc1_local.bias, fc1.bias[2:4])
+    assert torch.equal(fc2_local.weight, fc2.weight[:, 2:4]) and torch.equal(fc2_local.bias, fc2.bias)
+    assert fc2_local.weight.is_contiguous() and not tp._storage_holds_more(fc2_local.weight)
+    assert tp._check_layers(fc1, fc2, fc1_local, fc2_local, 1, 3) is None
+
+
+def test_bad_input_is_refused_naming_the_argument():
+    fc1, fc2 = tp.make_mlp(4, 6, 3)
+    with pytest.raises(ValueError, match="world_size"):
+        parallel.shard_mlp(fc1, fc2, 0, 4)
+    with pytest.raises(ValueError, match="rank"):
+        parallel.shard_mlp(fc1, fc2, 3, 3)
+    with pytest.raises(TypeError, match="fc1"):
+        parallel.shard_mlp("fc1", fc2, 0, 2)
+    with pytest.raises(ValueError, match="world_size"):
+        tp.check_tensor_parallel_mlp(parallel.shard_mlp, parallel.tp_forward, [(4, 6, 3, 2, "float32")],
+                                     world_size=4)
+    with pytest.raises(ValueError, match="dtype"):
+        tp.make_mlp(4, 6, 3, dtype="float16")
+    with pytest.raises(TypeError, match="cases"):
+        tp.check_tensor_parallel_mlp(parallel.shard_mlp, parallel.tp_forward, [(4, 6, 3)])
+    with pytest.raises(TypeError, match="shard_fn"):
+        tp.check_tensor_parallel_mlp(None, parallel.tp_forward)
+    with pytest.raises(ValueError, match="world_size"):
+        parallel.run_tp_demo(3, hidden=16)
+
+
+def test_output_check_names_each_typical_mistake():
+    fc1, fc2 = tp.make_mlp(5, 8, 3, seed=4, dtype="float64")
+    x = torch.randn(2, 5, dtype=torch.float64)
+    expected, bias = tp._reference_forward(x, fc1, fc2), fc2.bias.detach()
+    assert tp._check_output(expected.clone(), expected, bias, 2, "float64") is None
+    assert "summed" in tp._check_output(expected + bias, expected, bias, 2, "float64")[0]
+    assert "averaged" in tp._check_output((expected - bias) / 2 + bias, expected, bias, 2, "float64")[0]
+    assert "without fc2's bias" in tp._check_output(expected - bias, expected, bias, 2, "float64")[0]
+    assert "shape" in tp._check_output(expected[:1], expected, bias, 2, "float64")[0]
+    assert "returned list" in tp._check_output([1.0], expected, bias, 2, "float64")[0]
+
+
+def test_a_hang_or_a_crash_in_a_rank_becomes_a_check_failure():
+    with pytest.raises(CheckFailed, match="did not finish"):
+        tp._fail_from_worker(parallel.WorkerTimeout("2 ranks still running after 5 s"), "tp")
+    crash = parallel.WorkerError(1, 2, "RuntimeError: shapes do not match", "details")
+    with pytest.raises(CheckFailed, match="rank 1 raised RuntimeError"):
+        tp._fail_from_worker(crash, "tp")
+
+
+def test_the_demo_matches_parallelize_module_and_counts_one_all_reduce_each_way():
+    records = parallel.run_tp_demo(2, d=16, hidden=32, d_out=8, batch=4)
+    assert [record["rank"] for record in records] == [0, 1]
+    for record in records:
+        for version in ("by_hand", "parallelize_module"):
+            part = record[version]
+            assert part["shapes"] == {"fc1.weight": (16, 16), "fc2.weight": (8, 16)}
+            assert part["max_error"] < 1e-5
+            assert part["forward"] == {"all_reduce": {"calls": 1, "bytes": 4 * 8 * 4, "in_backward": 0}}
+        assert record["parallelize_module"]["backward"]["all_reduce"]["calls"] == 1  # the gradient of x: 4 x 16
+        assert record["parallelize_module"]["backward"]["all_reduce"]["bytes"] == 4 * 16 * 4
+    rows = parallel.tp_demo_rows(records)
+    assert len(rows) == 4 and rows[1][1] == "parallelize module" and "backward: 1 all_reduce" in rows[1][5]
+
+
+def test_layers_of_another_dtype_are_named():
+    fc1, fc2 = tp.make_mlp(4, 6, 3, dtype="float64")
+    fc1_local, fc2_local = parallel.shard_mlp(fc1, fc2, 0, 2)
+    problem = tp._check_layers(fc1, fc2, fc1_local.float(), fc2_local, 0, 2)
+    assert "float32, expected float64" in problem[0] and "dtype=" in problem[1]

@@ -321,9 +321,7 @@ def _fail_from_worker(error: BaseException, name: str) -> None:
     from gpucourse.checks import _fail
     from gpucourse.parallel.workers import WorkerError
 
-    if isinstance(error, WorkerError):
-        if error.summary.startswith("NotImplementedError"):
-            raise NotImplementedError(f"{name}: {error.summary} (on rank {error.rank})") from None
+    if isinstance(error, WorkerError):  # an untouched stub never gets here: the launcher raises NotImplementedError
         if error.summary.startswith("OffLimits"):
             _fail(name, error.summary.split(": ", 1)[1], "write the split yourself")
         _fail(name, f"rank {error.rank} raised {error.summary}",

@@ -323,7 +323,9 @@ def _failure(folder: str, failed: list[int], codes: list[int | None], world_size
     if reports and not silent:
         rank = min(reports, key=lambda r: reports[r]["time"])
         if reports[rank].get("not_implemented"):
-            return NotImplementedError(f"worker rank {rank} of {world_size}: {reports[rank]['summary']}")
+            where = reports[rank].get("raised_in") or "a function"
+            return NotImplementedError(f"{where} is not written yet (worker rank {rank} of {world_size}: "
+                                       f"{reports[rank]['summary']})")
         return WorkerError(rank, world_size, reports[rank]["summary"], reports[rank]["traceback"])
     rank = (silent or failed)[0]
     output = _tail(os.path.join(folder, f"rank{rank}.log"))
@@ -447,6 +449,12 @@ def _write_atomically(path: str, payload: bytes) -> None:
     os.replace(path + ".tmp", path)
 
 
+def _innermost_function(error: BaseException) -> str:
+    """Name of the function in which ``error`` was raised ('' if unknown)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return frames[-1].name if frames else ""
+
+
 def _alive(pid: int) -> bool:
     """True while process ``pid`` exists."""
     try:
@@ -493,7 +501,8 @@ def _child_main(task_path: str, rank: int, launcher_pid: int | None = None) -> N
         payload = pickle.dumps(result)
     except BaseException as error:  # noqa: BLE001 (SystemExit and KeyboardInterrupt are reported too)
         report = {"time": time.time(), "summary": f"{type(error).__name__}: {error}",
-                  "traceback": traceback.format_exc(), "not_implemented": isinstance(error, NotImplementedError)}
+                  "traceback": traceback.format_exc(), "not_implemented": isinstance(error, NotImplementedError),
+                  "raised_in": _innermost_function(error)}
         _write_atomically(os.path.join(folder, f"rank{rank}.error"), pickle.dumps(report))
         sys.stdout.flush()
         sys.stderr.flush()

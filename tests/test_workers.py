@@ -32,7 +32,7 @@ def _no_stray_processes():
 
 
 def _notebook(source: str) -> dict:
-    """Run ``source`` as a notebook cell would: in a namespace whose module is __main__ (nothing a worker can import)."""
+    """Run ``source`` as a notebook cell would: in a namespace whose module is __main__ (no worker can import it)."""
     namespace = {"__name__": "__main__"}
     exec(textwrap.dedent(source), namespace)  # noqa: S102 (test input written here)
     return namespace

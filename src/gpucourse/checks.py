@@ -300,7 +300,7 @@ def _function_namespaces(objects: tuple[object, ...], limit: int = 500) -> list[
 
 
 def block_in_worker(blocked: list[tuple[tuple[str, ...], str]], objects: tuple[object, ...]) -> None:
-    """In a worker process: block the caller's off-limits helpers, in the modules and in the shipped functions' globals."""
+    """In a worker: block the caller's off-limits helpers, in the modules and in the shipped functions' globals."""
     namespaces = _function_namespaces(objects)
     for helpers, exercise in blocked:
         _block(helpers, exercise, namespaces)

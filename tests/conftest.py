@@ -25,3 +25,24 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def no_stray_processes():
+    """Fail the test if it leaves a child process behind (the launcher's fork server excepted: it stays by design).
+
+    Yields a function that lists this process's live children other than the launcher's servers.
+    """
+    import psutil
+
+    from gpucourse.parallel.workers import service_pids
+
+    def children() -> list:
+        """This process's live children, the launcher's fork server and resource tracker left out."""
+        services = service_pids()
+        return [p for p in psutil.Process().children(recursive=True) if p.pid not in services]
+
+    before = {p.pid for p in children()}
+    yield children
+    stray = [p for p in children() if p.pid not in before]
+    assert not stray, f"stray child processes: {[(p.pid, p.name()) for p in stray]}"

@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import psutil  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -30,20 +29,11 @@ from parallel_workers import (add_ranks, averaging_server, exit_abruptly,  # noq
 PROPERTY = settings(deadline=None, max_examples=40, derandomize=True, database=None)
 
 
-def _children() -> list[psutil.Process]:
-    """Processes this test process started that are still alive (zombies included)."""
-    services = parallel.workers.service_pids()  # the launcher's fork server stays, by design
-    return [p for p in psutil.Process().children(recursive=True) if p.pid not in services]
-
-
 @pytest.fixture(autouse=True)
-def _no_stray_processes():
-    """Every test leaves no child process behind, and closes its figures."""
-    before = {p.pid for p in _children()}
+def _no_stray_processes(no_stray_processes):
+    """Every test leaves no child process behind (tests/conftest.py), and closes its figures."""
     yield
     plt.close("all")
-    stray = [p for p in _children() if p.pid not in before]
-    assert not stray, f"stray child processes: {[(p.pid, p.name()) for p in stray]}"
 
 
 # --------------------------------------------------------------------------- the subpackage keeps the old module's face
@@ -157,12 +147,12 @@ def test_a_worker_dying_without_a_traceback_is_reported_with_its_exit_code():
         launch(exit_abruptly, 2, timeout_s=30)
 
 
-def test_a_hanging_worker_times_out_and_is_stopped():
+def test_a_hanging_worker_times_out_and_is_stopped(no_stray_processes):
     start = time.monotonic()
     with pytest.raises(WorkerTimeout, match=r"timeout_s=1 s .*ranks still running: \[0, 1\]"):
         launch(parallel.hanging_worker, 2, timeout_s=1)
     assert time.monotonic() - start < 10
-    assert _children() == []
+    assert no_stray_processes() == []
 
 
 # --------------------------------------------------------------------------- DDP == one process on the full batch

@@ -1,7 +1,7 @@
 """Tests of gpucourse.parallel.plan: the cost model of lesson 13's "choose the mix" exercise and its grader.
 
-The exercise's solution cell and its wrong answers live here (SOLUTION, WRONG) as the notebook holds them: the grader
-must pass the one and fail every one of the others.
+SOLUTION is a model answer in the notebook's cell form; WRONG are the exercise's wrong answers, read from
+tests/wrong_answers/13_sharding.py: the grader must pass the one and fail every one of the others.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from gpucourse import parallel
 from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import plan as cost
 from gpucourse.parallel.plan import Batch, Cluster, Model, Plan
+from notebook_utils import wrong_answer_sets  # tests/ is on sys.path
 
 HEAD = '''\
 def choose_plan(model: Model, cluster: Cluster, batch: Batch) -> Plan:
@@ -42,72 +43,8 @@ SOLUTION = HEAD + '''\
     ### END SOLUTION
 '''
 
-_BODY = SOLUTION.replace("    ### BEGIN SOLUTION\n", "").replace("    ### END SOLUTION\n", "")
-
-
-def _edit(source: str, *pairs: tuple[str, str]) -> str:
-    """``source`` with each (old, new) replaced once; old must be there."""
-    for old, new in pairs:
-        assert source.count(old) == 1, old
-        source = source.replace(old, new)
-    return source
-
-
-WRONG: dict[str, str] = {
-    # The visible example's best plan, whatever the model and the cluster.
-    "constant": HEAD + '''\
-    return Plan(dp=4, tp=2, pp=2, zero=0)
-''',
-    # The course's own solver: off-limits.
-    "helper": HEAD + '''\
-    from gpucourse.parallel.plan import best_plan
-    return best_plan(model, cluster, batch)
-''',
-    # The course's own list of valid plans: off-limits too (enumerating the degrees is the exercise).
-    "helper_valid_plans": HEAD + '''\
-    from gpucourse.parallel import plan as cost_model
-    fitting = [p for p in cost_model.valid_plans(model, cluster, batch)
-               if memory_per_gpu_gb(p, model, cluster, batch) <= cluster.memory_gb]
-    return min(fitting, key=lambda p: step_time_s(p, model, cluster, batch))
-''',
-    # Right on the visible example only; elsewhere pure data parallelism with the lowest ZeRO stage that fits.
-    "visible_only": HEAD + '''\
-    if (model.params, cluster.nodes, cluster.gpus_per_node) == (7e9, 2, 8):
-        return Plan(dp=4, tp=2, pp=2, zero=0)
-    gpus = cluster.nodes * cluster.gpus_per_node
-    for zero in range(4):
-        plan = Plan(dp=gpus, tp=1, pp=1, zero=zero)
-        if memory_per_gpu_gb(plan, model, cluster, batch) <= cluster.memory_gb:
-            return plan
-    return Plan(dp=gpus, tp=1, pp=1, zero=3)
-''',
-    # The lesson's typical mistake: the fastest plan, fitting in memory or not.
-    "typical": _edit(_BODY, ('''\
-                if memory_per_gpu_gb(plan, model, cluster, batch) > cluster.memory_gb:
-                    continue
-''', "")),
-    # As much tensor parallelism as the GPUs allow, across nodes too.
-    "tp_across_nodes": HEAD + '''\
-    gpus = cluster.nodes * cluster.gpus_per_node
-    tp = max(t for t in range(1, gpus + 1) if gpus % t == 0 and model.hidden % t == 0
-             and batch.global_batch % (gpus // t * batch.micro_batch) == 0)
-    for zero in range(4):
-        plan = Plan(dp=gpus // tp, tp=tp, pp=1, zero=zero)
-        if memory_per_gpu_gb(plan, model, cluster, batch) <= cluster.memory_gb:
-            return plan
-    return Plan(dp=gpus // tp, tp=tp, pp=1, zero=3)
-''',
-    # Always ZeRO-3: it always fits best, but its extra all-gathers cost time when a lower stage fits too.
-    "always_zero3": _edit(_BODY, ("for zero in range(4):", "for zero in (3,):")),
-    # Never a pipeline: DP and TP only.
-    "never_pp": _edit(_BODY, ("for pp in range(1, gpus // tp + 1):", "for pp in (1,):")),
-    # The plan that needs the least memory, not the fastest.
-    "least_memory": _edit(_BODY, ("seconds = step_time_s(plan, model, cluster, batch)",
-                                  "seconds = memory_per_gpu_gb(plan, model, cluster, batch)")),
-    # Degrees that are powers of two only: misses 3 and 6 on 12 GPUs.
-    "powers_of_two": _edit(_BODY, ("for tp in range(1, gpus + 1):", "for tp in (1, 2, 4, 8, 16, 32, 64):"),
-                           ("for pp in range(1, gpus // tp + 1):", "for pp in (1, 2, 4, 8, 16, 32, 64):")),
-}
+WRONG: dict[str, str] = wrong_answer_sets("13_sharding")["ex4-solution"]
+"""The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""
 
 
 def _function(source: str):

@@ -1,8 +1,8 @@
 """gpucourse.parallel.tensor_parallel: the split MLP, its grader against the wrong answers, the DTensor demo.
 
 The grader launches 2 gloo processes per call (~2-3 s here); answers whose split is wrong fail in the calling
-process before any launch. ``SOLUTION`` and ``WRONG_EX3`` are the notebook's solution cell and its wrong answers
-(copied into tests/wrong_answers/13_sharding.py by the notebook's owner).
+process before any launch. ``SOLUTION`` is a model answer in the notebook's cell form; ``WRONG_EX3`` are the wrong
+answers of tests/wrong_answers/13_sharding.py, read from there.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from gpucourse import parallel
 from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import tensor_parallel as tp
+from notebook_utils import wrong_answer_sets  # tests/ is on sys.path
 
 _HEAD = '''\
 import torch
@@ -55,88 +56,8 @@ SOLUTION = _HEAD + "    ### BEGIN SOLUTION\n" + _SHARD + "    ### END SOLUTION\n
     "    ### BEGIN SOLUTION\n" + _TP + "    ### END SOLUTION\n"
 STUB = _HEAD + "    raise NotImplementedError()\n" + _FORWARD + "    raise NotImplementedError()\n"
 
-WRONG_EX3: dict[str, str] = {
-    # Fixed layers of the visible shapes and a zero output.
-    "constant": _HEAD + '''\
-    return nn.Linear(8, 8).double(), nn.Linear(8, 4).double()
-''' + _FORWARD + '''\
-    return torch.zeros(x.shape[0], 4, dtype=x.dtype)
-''',
-    # The course's own split: off-limits.
-    "helper": _HEAD + '''\
-    from gpucourse import parallel
-    return parallel.shard_mlp(fc1, fc2, rank, world_size)
-''' + _FORWARD + '''\
-    from gpucourse import parallel
-    return parallel.tp_forward(x, fc1_local, fc2_local, dist)
-''',
-    # Slices of the visible MLP's size (hidden 16 on 2 ranks: 8 units each), whatever the layers.
-    "visible_only": _HEAD + _SHARD.replace("part = hidden // world_size", "part = 8") + _FORWARD + _TP,
-    # Row-parallel fc2 with its bias on every rank: the bias is summed N times.
-    "typical": _HEAD + _SHARD + _FORWARD + '''\
-    partial = fc2_local(F.gelu(fc1_local(x)))
-    dist.all_reduce(partial)
-    return partial
-''',
-    # Gathers the hidden activations (and fc2's columns) and runs the whole fc2: right output, wrong traffic.
-    "all_gather_hidden": _HEAD + _SHARD + _FORWARD + '''\
-    hidden = F.gelu(fc1_local(x))
-    world = dist.get_world_size()
-    pieces = [torch.empty_like(hidden) for _ in range(world)]
-    dist.all_gather(pieces, hidden.contiguous())
-    columns = [torch.empty_like(fc2_local.weight) for _ in range(world)]
-    dist.all_gather(columns, fc2_local.weight.detach().contiguous())
-    return torch.cat(pieces, dim=1) @ torch.cat(columns, dim=1).T + fc2_local.bias
-''',
-    # Splits fc1 by its columns (input features) and fc2 by its rows: the transposed split.
-    "columns_first": _HEAD + '''\
-    d = fc1.in_features
-    cols = slice(rank * d // world_size, (rank + 1) * d // world_size)
-    fc1_local = nn.Linear(d // world_size, fc1.out_features, dtype=fc1.weight.dtype)
-    fc2_local = nn.Linear(fc2.in_features, fc2.out_features, dtype=fc2.weight.dtype)
-    with torch.no_grad():
-        fc1_local.weight.copy_(fc1.weight[:, cols])
-        fc1_local.bias.copy_(fc1.bias)
-        fc2_local.weight.copy_(fc2.weight)
-        fc2_local.bias.copy_(fc2.bias)
-    return fc1_local, fc2_local
-''' + _FORWARD + _TP,
-    # Keeps the full layers on every rank and slices them at run time: no memory saved.
-    "full_weights": _HEAD + '''\
-    return fc1, fc2
-''' + _FORWARD + '''\
-    rank, world = dist.get_rank(), dist.get_world_size()
-    part = fc1_local.out_features // world
-    rows = slice(rank * part, (rank + 1) * part)
-    hidden = F.gelu(F.linear(x, fc1_local.weight[rows], fc1_local.bias[rows]))
-    partial = F.linear(hidden, fc2_local.weight[:, rows])
-    dist.all_reduce(partial)
-    return partial + fc2_local.bias
-''',
-    # Slices as views: the rank keeps the whole matrices alive.
-    "views": _HEAD + '''\
-    part = fc1.out_features // world_size
-    if fc1.out_features % world_size:
-        raise ValueError(f"world_size must divide hidden, got {world_size}")
-    rows = slice(rank * part, (rank + 1) * part)
-    fc1_local = nn.Linear(fc1.in_features, part, dtype=fc1.weight.dtype)
-    fc2_local = nn.Linear(part, fc2.out_features, dtype=fc2.weight.dtype)
-    fc1_local.weight = nn.Parameter(fc1.weight[rows])
-    fc1_local.bias = nn.Parameter(fc1.bias[rows])
-    fc2_local.weight = nn.Parameter(fc2.weight[:, rows])
-    fc2_local.bias = nn.Parameter(fc2.bias)
-    return fc1_local, fc2_local
-''' + _FORWARD + _TP,
-    # Averages the partial outputs (ReduceOp.AVG) instead of summing them.
-    "average": _HEAD + _SHARD + _FORWARD + _TP.replace("dist.all_reduce(partial)",
-                                                        "dist.all_reduce(partial, op=dist.ReduceOp.AVG)"),
-    # Forgets the all-reduce: each rank returns its partial output.
-    "no_all_reduce": _HEAD + _SHARD + _FORWARD + _TP.replace("    dist.all_reduce(partial)", "    pass"),
-    # Accepts any world size: hidden units left over are silently dropped.
-    "no_value_error": _HEAD + _SHARD.replace("if hidden % world_size:", "if hidden % world_size and False:")
-    + _FORWARD + _TP,
-}
-"""Wrong answers to the exercise: each a full replacement of the solution cell (key 'ex3-solution')."""
+WRONG_EX3: dict[str, str] = wrong_answer_sets("13_sharding")["ex3-solution"]
+"""The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""
 
 # What each wrong answer's failure message must say (the problem, or its hint).
 _EXPECTED_MESSAGE = {

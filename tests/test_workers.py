@@ -9,26 +9,13 @@ import socket
 import textwrap
 import time
 
-import psutil
 import pytest
 
 from gpucourse import checks, parallel
 from gpucourse.parallel import WorkerError, launch, workers
 
 
-def _children() -> list[psutil.Process]:
-    """Processes this test process started that are still alive."""
-    services = parallel.workers.service_pids()  # the launcher's fork server stays, by design
-    return [p for p in psutil.Process().children(recursive=True) if p.pid not in services]
-
-
-@pytest.fixture(autouse=True)
-def _no_stray_processes():
-    """Every test leaves no child process behind."""
-    before = {p.pid for p in _children()}
-    yield
-    stray = [p for p in _children() if p.pid not in before]
-    assert not stray, f"stray child processes: {[(p.pid, p.name()) for p in stray]}"
+pytestmark = pytest.mark.usefixtures("no_stray_processes")  # tests/conftest.py: no worker outlives its test
 
 
 def _notebook(source: str) -> dict:

@@ -13,7 +13,10 @@ import json
 import math
 import numbers
 import re
+import textwrap
 from pathlib import Path
+
+from gpucourse.reference.published import PUBLIC
 
 FORMAT = "gpucourse-reference"
 VERSION = 1
@@ -36,6 +39,12 @@ PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
 
     # lesson 13 (all-reduce bandwidth as nodes are added)
     "allreduce_scaling",
+
+    # lesson 14 (mixed-precision training throughput)
+    "mixed_precision",
+
+    # lesson 09 and gpucourse.sustained (clocks and power under sustained load)
+    "sustained",
 
 )
 """Topics the recorder does not measure: ``show`` prints their published measurements (each needs one at least)."""
@@ -62,91 +71,14 @@ _HEADINGS = {"median_ms": "median ms", "median_s": "median s", "tflops": "TFLOP/
              "target_accuracy": "target", "final_accuracy": "final acc.", "images_per_s": "images/s",
              "cpu_s": "CPU s", "gpu_s": "GPU s", "speedup": "speed-up"}
 
-PUBLIC: tuple[dict[str, str], ...] = (
-    {"topic": "matmul", "device": "T4",
-     "figure": "about 24 TFLOP/s float16 (4096 x 4096 cuBLAS GEMM, mean of 100 back-to-back calls), "
-               "against a 65 TFLOP/s datasheet peak",
-     "why": "a reply in the thread attributes the gap to power capping: under continuous matrix multiplies the "
-            "T4 lowers its clock to stay within its 70 W limit",
-     "source": "'About GPU peak performance', NVIDIA Developer Forums",
-     "url": "https://forums.developer.nvidia.com/t/about-gpu-peak-performance/264462"},
-    # lesson 06
-    {"topic": "triton_kernels", "device": "A100",
-     "figure": "the Triton tutorial's FP16 matrix multiply goes from 220 to 245 TFLOP/s when its programs are launched "
-               "in groups that reuse tiles of A and B from the L2 cache (the tutorial: 'more than 10% on some "
-               "hardware architecture'; matrix sizes not stated in that sentence)",
-     "why": "the order in which programs run decides how often a tile is read from memory rather than from L2: "
-            "the same arithmetic, fewer bytes",
-     "source": "Triton tutorial 'Matrix Multiplication' (python/tutorials/03-matrix-multiplication.py)",
-     "url": "https://github.com/triton-lang/triton/blob/main/python/tutorials/03-matrix-multiplication.py"},
-    # lesson 10
-    {"topic": "torch_compile", "device": "A100",
-     "figure": "over 163 open-source models (HuggingFace, TIMM, TorchBench) torch.compile worked on 93% and the models "
-               "ran 43% faster in training (a weighted mean of 21% in float32 and 51% with AMP); pre-release 2.0 nightlies, default inductor "
-               "backend, December 2022",
-     "why": "fused elementwise kernels and fewer launches; the page adds that on a desktop GPU such as an RTX 3090 "
-            "the speed-ups it measured were lower than on server-class GPUs",
-     "source": "PyTorch, 'Get Started: PyTorch 2.0' (announcement page)",
-     "url": "https://pytorch.org/get-started/pytorch-2.0/"},
-    {"topic": "cuda_graphs", "device": "NVIDIA GPUs of MLPerf Training v1.0 (272 for Mask R-CNN, 4096 for BERT)",
-     "figure": "CUDA Graphs made training 1.70x faster end to end for Mask R-CNN and 1.12x for BERT; in Mask R-CNN "
-               "(batch 1 per GPU) the graphed part, mostly the ResNet backbone, ran in 6 ms instead of 31 ms",
-     "why": "at a small batch per GPU the CPU was busy 100% launching kernels while the GPU idled; one graph launch "
-            "replaces the many kernel launches",
-     "source": "PyTorch blog, 'Accelerating PyTorch with CUDA Graphs', 2021-10-26",
-     "url": "https://pytorch.org/blog/accelerating-pytorch-with-cuda-graphs/"},
-    # lesson 11
-    {"topic": "attention", "device": "H100",
-     "figure": "FlashAttention-3 reaches up to 740 TFLOP/s in FP16 (75% utilization) and close to 1.2 PFLOP/s in "
-               "FP8, 1.5-2.0x faster than FlashAttention-2",
-     "why": "a fused, tiled kernel that overlaps computation and data movement (warp specialisation, asynchronous "
-            "Tensor Cores and TMA) and interleaves its block-wise matrix multiplies with the softmax",
-     "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
-               "(abstract), 2024",
-     "url": "https://huggingface.co/papers/2407.08608"},
-    {"topic": "attention", "device": "H100",
-     "figure": "FlashAttention-2 reaches only 35% utilization of the GPU",
-     "why": "the same paper's starting point: a kernel tuned for the A100 leaves the H100's new asynchronous "
-            "features unused",
-     "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
-               "(abstract), 2024",
-     "url": "https://huggingface.co/papers/2407.08608"},
-    # lesson 12
-    {"topic": "allreduce", "device": "A100 node (NVLink, 600 GB/s advertised duplex, 300 GB/s one way)",
-     "figure": "235 GB/s from the nccl-tests all_reduce benchmark: 40% of the advertised 600 GB/s, 80% of the "
-               "300 GB/s that one direction carries (payload not stated)",
-     "why": "a link's advertised speed counts both directions; an all-reduce is limited by one direction, and about "
-            "80% of that is what a good measurement reaches",
-     "source": "S. Bekman, 'Machine Learning Engineering', network chapter ('Unidirectional vs Bidirectional')",
-     "url": "https://github.com/stas00/ml-engineering/blob/master/network/README.md"},
-    {"topic": "allreduce", "device": "8x H200 in one node (NVLink 4, NVSwitch, 450 GB/s one way)",
-     "figure": "all_reduce_bench.py sweep tops out at 482.26 GB/s busbw, above the 450 GB/s NVLink 4 spec "
-               "(torch 2.9.1, CUDA 13.0, NCCL 2.27.7; 5 warm-up and 20 timed runs per payload)",
-     "why": "at large payloads NCCL's NVLS algorithm reduces inside the NVSwitch (SHARP), so fewer bytes cross the "
-            "links than the ring formula behind busbw assumes",
-     "source": "S. Bekman, 'Machine Learning Engineering', network benchmarks ('all_reduce benchmark')",
-     "url": "https://github.com/stas00/ml-engineering/blob/master/network/benchmarks/README.md"},
-    {"topic": "allreduce", "device": "8x B200 in one node (NVLink 5)",
-     "figure": "all-reduce busbw 1.20 GB/s at a 32 KiB payload, 36.06 GB/s at 1 MiB, 254.96 GB/s at 16 MiB, "
-               "845.67 GB/s at 16 GiB (all_reduce_bench.py; torch 2.9.1, CUDA 13.0, NCCL 2.27.7)",
-     "why": "small messages are latency-bound: the same GPUs and links give 700 times more bandwidth on a large "
-            "payload than on a small one, so bucket size matters",
-     "source": "S. Bekman, 'Machine Learning Engineering', network chapter ('Inter-node speed depends on intra-node "
-               "speed', the 1-node column)",
-     "url": "https://github.com/stas00/ml-engineering/blob/master/network/README.md"},
-    # lesson 13
-    {"topic": "allreduce_scaling", "device": "Hugging Face's cluster, 8 GPUs per node",
-     "figure": "median all-reduce bandwidth of a 256 MB message: 436.0 GB/s on 1 node, 361.7 on 2, 160.1 on 4, 99.6 on "
-               "8, 84.7 on 16, 64.9 on 32 and 32.9 GB/s on 64 nodes (all-gather and reduce-scatter: about 250 GB/s "
-               "on 1 node, about 11 GB/s on 64); the 5th-95th percentile range is wide (12.5 to 177 GB/s for the "
-               "all-reduce on 64 nodes); the figure does not say whether this is algorithm or bus bandwidth",
-     "why": "the playbook: going past the GPUs of one node 'forces us to use lower-bandwidth network "
-            "communication'; each added node puts more of a collective's traffic on that network",
-     "source": "Tazi et al., 'The Ultra-Scale Playbook: Training LLMs on GPU Clusters', section Pipeline Parallelism, "
-               "figure 'Communication Bandwidth by Number of Nodes (size=256MB)' (fragment pp_comm_bandwidth.html)",
-     "url": "https://huggingface.co/spaces/nanotron/ultrascale-playbook"},
-)
-"""Published measurements worth setting beside the course's own, each with its source."""
+PUBLIC_FIELDS: dict[str, object] = {
+    "topic": str, "device": str, "value": _NUMBER, "unit": str, "precision": str, "conditions": str, "date": str,
+    "figure": str, "why": str, "source": str, "url": str}
+"""The fields every published measurement holds, and their types."""
+
+UNITS = ("TFLOP/s", "PFLOP/s", "GFLOP/s", "GB/s", "s", "ms", "us", "min", "h", "MHz", "W", "x", "%", "images/s",
+         "tokens/s", "bytes")
+"""The units a published figure may carry (``x`` for a speed-up ratio, ``%`` for a share or an improvement)."""
 
 
 # --------------------------------------------------------------------------- validation
@@ -256,6 +188,54 @@ def validate(data: object, where: str = "reference") -> dict:
     return data
 
 
+_DATE = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?")
+
+
+def check_public_entry(entry: object, where: str = "published measurement") -> dict:
+    """Return ``entry`` if it is a complete published measurement, else raise ValueError naming ``where`` and the fault."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be a dict, got {type(entry).__name__}")
+    unknown = sorted(set(entry) - set(PUBLIC_FIELDS))
+    if unknown:
+        raise ValueError(f"{where} has unknown field(s) {unknown}: the fields are {list(PUBLIC_FIELDS)}")
+    for field, expected in PUBLIC_FIELDS.items():
+        value = entry.get(field)
+        if field not in entry or value is None or (isinstance(value, str) and not value.strip()):
+            raise ValueError(f"{where} lacks {field!r}: every published figure needs its topic, device, value, unit, "
+                             "precision, conditions (or 'not stated'), date, source and url")
+        if expected == _NUMBER and not (_is_number(value) and value >= 0):
+            raise ValueError(f"{where}: value must be a finite number >= 0, got {value!r}")
+        if expected is str and not isinstance(value, str):
+            raise ValueError(f"{where}: {field} must be a str, got {type(value).__name__} ({value!r})")
+    if entry["topic"] not in TOPICS + PUBLIC_ONLY_TOPICS:
+        raise ValueError(f"{where}: topic must be one of {list(TOPICS + PUBLIC_ONLY_TOPICS)}, got {entry['topic']!r}")
+    if entry["unit"] not in UNITS:
+        raise ValueError(f"{where}: unit must be one of {list(UNITS)}, got {entry['unit']!r}")
+    if not _DATE.fullmatch(entry["date"]):
+        raise ValueError(f"{where}: date must be YYYY, YYYY-MM or YYYY-MM-DD, got {entry['date']!r}")
+    if f"{entry['value']:g}" not in entry["figure"].replace(",", ""):
+        raise ValueError(f"{where}: the figure's text must state its value {entry['value']:g} {entry['unit']}, so "
+                         "that the headline number and the sentence cannot disagree")
+    if not entry["url"].startswith("https://"):
+        raise ValueError(f"{where}: url must be a public https:// address, got {entry['url']!r}")
+    return entry
+
+
+def check_public(entries: object = None) -> tuple[dict, ...]:
+    """Return ``entries`` (default PUBLIC) if every one is complete and every topic has one, else raise ValueError."""
+    entries = PUBLIC if entries is None else entries
+    if not isinstance(entries, (list, tuple)):
+        raise TypeError(f"entries must be a list or tuple of dicts, got {type(entries).__name__}")
+    for index, entry in enumerate(entries):
+        name = entry.get("topic", "?") if isinstance(entry, dict) else "?"
+        check_public_entry(entry, where=f"published measurement {index} ({name})")
+    bare = [topic for topic in TOPICS + PUBLIC_ONLY_TOPICS if not any(e["topic"] == topic for e in entries)]
+    if bare:
+        raise ValueError(f"topic(s) {bare} have no published measurement: add one with its source, so that a learner "
+                         "without a GPU never sees 'nothing recorded' alone")
+    return tuple(entries)
+
+
 def load(path: object) -> dict:
     """Read and validate one reference file; a malformed or foreign file raises ValueError naming it."""
     if not isinstance(path, (str, Path)):
@@ -347,17 +327,28 @@ def table(topic: str, rows: list[dict]) -> str:
                      for line in [header, *body])
 
 
+def public_text(entry: dict) -> str:
+    """One published measurement as a learner reads it: the figure, its conditions, why, and the source."""
+    lines = [f"Published measurement on {entry['device']} ({entry['date']}), from its source, not measured by the "
+             f"course: {entry['figure']}.",
+             f"precision: {entry['precision']}; conditions: {entry['conditions']}.",
+             f"why: {entry['why']}.",
+             f"source: {entry['source']}, {entry['url']}"]
+    return "\n".join(textwrap.fill(line, width=116, initial_indent="" if i == 0 else "    ",
+                                    subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+                      for i, line in enumerate(lines))
+
+
 def show(topic: str) -> None:
-    """Print the course's recorded GPU measurements on ``topic`` (labelled), then public ones with their sources."""
+    """Print the course's recorded GPU measurements on ``topic`` (labelled), then published ones with their sources."""
     topic = _topic(topic)
     records = [data for data in recorded() if topic in data["figures"]]
+    published = [entry for entry in PUBLIC if entry["topic"] == topic]
     if not records and topic in TOPICS:
         print(f"No GPU measurement of {topic!r} has been recorded for the course yet (a maintainer records one "
-              "with `python -m gpucourse record` on a GPU machine).")
+              "with `python -m gpucourse record` on a GPU machine)." + (" Published ones:" if published else ""))
     for data in records:
         print(label(data, topic) + ":")
         print(table(topic, data["figures"][topic]["rows"]))
-    for entry in PUBLIC:
-        if entry["topic"] == topic:
-            print(f"Public measurement, {entry['device']}: {entry['figure']}; {entry['why']}.\n"
-                  f"    source: {entry['source']}, {entry['url']}")
+    for entry in published:
+        print(public_text(entry))

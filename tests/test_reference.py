@@ -184,12 +184,17 @@ def test_device_slug_is_a_file_name_and_rejects_bad_input():
 
 # --------------------------------------------------------------------------- show and figures
 
-def test_show_without_a_recording_says_so_and_how_one_is_made(capsys, shipped):
+def test_show_without_a_recording_says_so_then_shows_the_published_figures(capsys, shipped):
     reference.show("startup")
     out, err = capsys.readouterr()
     assert err == ""
-    assert out == ("No GPU measurement of 'startup' has been recorded for the course yet (a maintainer records "
-                   "one with `python -m gpucourse record` on a GPU machine).\n")
+    first, rest = out.split("\n", 1)
+    assert first == ("No GPU measurement of 'startup' has been recorded for the course yet (a maintainer records "
+                     "one with `python -m gpucourse record` on a GPU machine). Published ones:")
+    published = [entry for entry in reference.PUBLIC if entry["topic"] == "startup"]
+    assert rest.count("Published measurement on ") == len(published) >= 1
+    for entry in published:
+        assert entry["url"] in rest
 
 
 def test_show_prints_recorded_figures_with_their_label_then_public_ones(capsys, shipped):
@@ -197,16 +202,33 @@ def test_show_prints_recorded_figures_with_their_label_then_public_ones(capsys, 
     reference.show("matmul")
     out, err = capsys.readouterr()
     assert err == ""
-    lines = out.splitlines()
+    recorded, published = out.split("Published measurement on ", 1)
+    lines = recorded.splitlines()
     assert lines[0] == ("measured on NVIDIA H100 80GB HBM3 by the course's maintainers on 2026-11-22 "
                         "(median of 10 after 3 warm-up):")
     assert lines[1].split() == ["dtype", "n", "median", "ms", "TFLOP/s"]
     assert lines[2].split() == ["float32", "4096", "3", "45.8"]
     assert lines[3].split() == ["bfloat16", "4096", "0.25", "550"]
-    assert lines[4].startswith("Public measurement, T4: about 24 TFLOP/s float16")
-    assert lines[5] == ("    source: 'About GPU peak performance', NVIDIA Developer Forums, "
-                        "https://forums.developer.nvidia.com/t/about-gpu-peak-performance/264462")
-    assert len(lines) == 6
+    assert len(lines) == 4
+    entries = [entry for entry in reference.PUBLIC if entry["topic"] == "matmul"]
+    assert out.count("Published measurement on ") == len(entries)
+    assert "No GPU measurement" not in out
+    for entry in entries:
+        assert f"source: {entry['source']}" in " ".join(out.split())
+        assert entry["url"] in out
+
+
+def test_a_published_entry_reads_as_published_with_its_conditions_and_source():
+    entry = {"topic": "matmul", "device": "T9", "value": 12.5, "unit": "TFLOP/s", "precision": "float16",
+             "conditions": "4096 x 4096, mean of 10", "date": "2024-05", "figure": "12.5 TFLOP/s in float16",
+             "why": "power capping", "source": "A. Author, 'A title'", "url": "https://example.org/a"}
+    text = reference.public_text(entry)
+    assert text.startswith("Published measurement on T9 (2024-05), from its source, not measured by the course: "
+                           "12.5 TFLOP/s in float16.")
+    flat = " ".join(text.split())
+    assert "precision: float16; conditions: 4096 x 4096, mean of 10." in flat
+    assert "why: power capping." in flat and flat.endswith("source: A. Author, 'A title', https://example.org/a")
+    assert max(len(line) for line in text.splitlines()) <= 120
 
 
 def test_show_ignores_a_cpu_record(capsys, shipped):
@@ -224,17 +246,65 @@ def test_show_refuses_a_malformed_shipped_file(shipped):
 def test_figures_returns_labelled_recorded_rows_then_public_ones(shipped):
     shipped(good_record())
     rows = reference.figures("matmul")
-    assert [row["kind"] for row in rows] == ["recorded", "recorded", "public"]
+    public = [entry for entry in reference.PUBLIC if entry["topic"] == "matmul"]
+    assert [row["kind"] for row in rows] == ["recorded", "recorded"] + ["public"] * len(public)
     assert rows[0]["tflops"] == 45.8 and rows[0]["device"] == "NVIDIA H100 80GB HBM3"
     assert rows[0]["label"].startswith("measured on NVIDIA H100 80GB HBM3 by the course's maintainers on 2026-11-22")
     assert rows[2]["source"] and rows[2]["url"].startswith("https://")
-    assert reference.figures("capstone") == []
+    assert reference.figures("capstone") and {row["kind"] for row in reference.figures("capstone")} == {"public"}
 
 
-def test_every_public_measurement_names_a_topic_a_figure_and_a_source():
-    for entry in reference.PUBLIC:
-        assert entry["topic"] in reference.TOPICS + reference.PUBLIC_ONLY_TOPICS
-        assert entry["figure"] and entry["source"] and entry["url"].startswith("https://")
+def test_every_published_measurement_is_complete_and_every_topic_has_one():
+    assert reference.check_public() == reference.PUBLIC
+    assert len(reference.PUBLIC) >= 15
+    for topic in reference.TOPICS + reference.PUBLIC_ONLY_TOPICS:
+        assert [entry for entry in reference.PUBLIC if entry["topic"] == topic], f"no published figure on {topic!r}"
+
+
+def _entry(**changes: object) -> dict:
+    entry = {"topic": "transfer", "device": "T9", "value": 11, "unit": "GB/s", "precision": "not stated",
+             "conditions": "pinned, 16 MB", "date": "2021", "figure": "11 GB/s host to device",
+             "why": "PCIe 3", "source": "A forum", "url": "https://example.org/t"}
+    entry.update(changes)
+    return {key: value for key, value in entry.items() if value is not ...}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"source": ...}, r"lacks 'source'"),
+    ({"url": ""}, r"lacks 'url'"),
+    ({"device": "  "}, r"lacks 'device'"),
+    ({"unit": ...}, r"lacks 'unit'"),
+    ({"precision": None}, r"lacks 'precision'"),
+    ({"date": ...}, r"lacks 'date'"),
+    ({"unit": "GB"}, r"unit must be one of \['TFLOP/s'"),
+    ({"unit": 3}, r"unit must be a str"),
+    ({"value": "11"}, r"value must be a finite number >= 0, got '11'"),
+    ({"value": float("nan")}, r"value must be a finite number"),
+    ({"value": True}, r"value must be a finite number"),
+    ({"value": 12}, r"the figure's text must state its value 12 GB/s"),
+    ({"date": "last year"}, r"date must be YYYY, YYYY-MM or YYYY-MM-DD, got 'last year'"),
+    ({"topic": "flops"}, r"topic must be one of \['matmul'"),
+    ({"url": "http://example.org"}, r"url must be a public https:// address"),
+    ({"sources": "x"}, r"unknown field\(s\) \['sources'\]"),
+])
+def test_an_incomplete_or_malformed_published_entry_is_refused_naming_the_fault(changes, message):
+    assert reference.check_public_entry(_entry()) == _entry()
+    with pytest.raises(ValueError, match=message):
+        reference.check_public_entry(_entry(**changes), where="entry 3")
+    with pytest.raises(ValueError, match="^entry 3"):
+        reference.check_public_entry(_entry(**changes), where="entry 3")
+
+
+def test_a_topic_without_a_published_measurement_is_refused():
+    complete = [dict(entry) for entry in reference.PUBLIC]
+    with pytest.raises(ValueError, match=r"topic\(s\) \['startup'\] have no published measurement"):
+        reference.check_public([entry for entry in complete if entry["topic"] != "startup"])
+    with pytest.raises(ValueError, match=r"published measurement 0 \(matmul\) lacks 'url'"):
+        reference.check_public([{**complete[0], "url": ""}, *complete[1:]])
+    with pytest.raises(TypeError, match="^entries must be a list or tuple"):
+        reference.check_public("matmul")
+    with pytest.raises(ValueError, match="must be a dict, got str"):
+        reference.check_public(["matmul"])
 
 
 @pytest.mark.parametrize("topic", reference.PUBLIC_ONLY_TOPICS)

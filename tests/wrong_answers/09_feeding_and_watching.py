@@ -20,6 +20,17 @@ _EX3 = '''\
 def choose_settings(sim, target_sps: float) -> dict:
     """The smallest batch size, then the fewest workers, whose epoch reaches target_sps; probes first, few epochs."""
 '''
+_EX4 = '''\
+def diagnose_trace(trace: throttle.TrainingTrace) -> dict:
+    """Why the throughput of `trace` fell, or that it did not ("none"), and the change that addresses it."""
+'''
+_EX4_WINDOWS = '''\
+    count = len(trace)
+    last = slice(count - max(3, count // 3), count)
+    burst = np.median(trace.throughput[:max(3, count // 10)])
+    fell = np.median(trace.throughput[last]) < 0.9 * burst
+    reasons = monitor.reason_shares(trace.samples[last])
+'''
 _DECODE_ONCE = '''\
     items = [dataset[i] for i in range(len(dataset))]
     x = torch.stack([item[0] for item in items])
@@ -182,6 +193,87 @@ WRONG: dict[str, dict[str, str]] = {
             if bound >= target_sps and sim.run(batch_size, workers).samples_per_s >= target_sps:
                 return {"batch_size": batch_size, "num_workers": workers}
     raise ValueError("out of reach")
+''',
+    },
+    "ex4-solution": {
+        # The T4 folklore: every slowdown is the power cap.
+        "constant": _EX4 + '''\
+    return {"cause": "power_cap", "change": "plan_with_sustained"}
+''',
+        # The course's own sustained-load diagnosis, read for its first word: off-limits here.
+        "helper": _EX4 + '''\
+    from gpucourse import sustained
+    burst, late = max(trace.throughput[:5]), float(np.median(trace.throughput[-20:]))
+    words = sustained.diagnose(list(trace.samples), burst, late)
+    cause = "power_cap" if "power cap" in words else "thermal" if "thermal" in words else "none" if not words else "input_bound"
+    return {"cause": cause, "change": {"power_cap": "plan_with_sustained", "thermal": "improve_cooling",
+                                       "input_bound": "feed_faster", "none": "nothing"}[cause]}
+''',
+        # Right on the two visible traces by their device; a guess elsewhere.
+        "visible_only": _EX4 + '''\
+    if trace.device == "Tesla T4":
+        return {"cause": "power_cap", "change": "plan_with_sustained"}
+    return {"cause": "input_bound", "change": "feed_faster"}
+''',
+        # "A starved GPU is a slow loader": low utilisation always means input-bound, whether or not the loop waited.
+        "typical": _EX4 + _EX4_WINDOWS + '''\
+    if not fell:
+        return {"cause": "none", "change": "nothing"}
+    if reasons.get("power cap", 0) >= 0.5:
+        return {"cause": "power_cap", "change": "plan_with_sustained"}
+    if reasons.get("thermal", 0) >= 0.5:
+        return {"cause": "thermal", "change": "improve_cooling"}
+    return {"cause": "input_bound", "change": "feed_faster"}
+''',
+        # Reads the temperature instead of the reasons: a hot card is "thermal", even at its power cap.
+        "temperature_not_reasons": _EX4 + _EX4_WINDOWS + '''\
+    if not fell:
+        return {"cause": "none", "change": "nothing"}
+    temps = [s.value("gpu_temp") for s in trace.samples[last]]
+    if np.median(temps) >= trace.slowdown_c - 6:
+        return {"cause": "thermal", "change": "improve_cooling"}
+    if reasons.get("power cap", 0) >= 0.5:
+        return {"cause": "power_cap", "change": "plan_with_sustained"}
+    if np.median(trace.data_wait[last]) >= 0.1:
+        return {"cause": "input_bound", "change": "feed_faster"}
+    return {"cause": "host_sync", "change": "remove_syncs"}
+''',
+        # Reads the reasons before asking whether the throughput fell: a card capped from the start is "power_cap".
+        "reasons_first": _EX4 + _EX4_WINDOWS + '''\
+    if reasons.get("power cap", 0) >= 0.5:
+        return {"cause": "power_cap", "change": "plan_with_sustained"}
+    if not fell:
+        return {"cause": "none", "change": "nothing"}
+    if reasons.get("thermal", 0) >= 0.5:
+        return {"cause": "thermal", "change": "improve_cooling"}
+    if np.median(trace.data_wait[last]) >= 0.1:
+        return {"cause": "input_bound", "change": "feed_faster"}
+    return {"cause": "host_sync", "change": "remove_syncs"}
+''',
+        # Compares the first and the last interval instead of medians of windows: a dip at either end decides.
+        "single_readings": _EX4 + '''\
+    if trace.throughput[-1] >= 0.9 * trace.throughput[0]:
+        return {"cause": "none", "change": "nothing"}
+    words = monitor.reason_words(int(trace.samples[-1].value("gpu_throttle")))
+    if "power cap" in words:
+        return {"cause": "power_cap", "change": "plan_with_sustained"}
+    if "thermal" in words:
+        return {"cause": "thermal", "change": "improve_cooling"}
+    if trace.data_wait[-1] >= 0.1:
+        return {"cause": "input_bound", "change": "feed_faster"}
+    return {"cause": "host_sync", "change": "remove_syncs"}
+''',
+        # The right causes, but "bigger batches" for a starved loop: the loader costs the same per image.
+        "wrong_change": _EX4 + _EX4_WINDOWS + '''\
+    if not fell:
+        return {"cause": "none", "change": "nothing"}
+    if reasons.get("power cap", 0) >= 0.5:
+        return {"cause": "power_cap", "change": "plan_with_sustained"}
+    if reasons.get("thermal", 0) >= 0.5:
+        return {"cause": "thermal", "change": "improve_cooling"}
+    if np.median(trace.data_wait[last]) >= 0.1:
+        return {"cause": "input_bound", "change": "bigger_batch"}
+    return {"cause": "host_sync", "change": "remove_syncs"}
 ''',
     },
 }

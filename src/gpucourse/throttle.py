@@ -1,0 +1,245 @@
+"""Made-up training traces for diagnosing why throughput fell (lesson 09_feeding_and_watching, Exercise 4).
+
+A trace is what an engineer collects while a training loop runs: the loop's own throughput and how long it waited
+for its next batch, beside what NVML reports every interval (utilisation, SM clock, power, temperature, clock-event
+reasons), as :class:`gpucourse.monitor.Snapshot` objects, so the package's readers (``monitor.reason_shares``,
+``monitor.summarise``) work on them as on a real run. The traces are made up, not readings: each plays one cause on
+a device shaped like a datasheet (clock and power limit), with noise::
+
+    trace = make_trace("power_cap", device="T4", seed=0)
+    trace.plot()
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from gpucourse._validate import one_of, positive_int, positive_number
+from gpucourse.monitor import Metric, Snapshot, reason_words
+
+CAUSES = ("power_cap", "thermal", "input_bound", "host_sync", "none")
+"""Why a training loop's throughput fell: the software power cap, thermal slowdown, a loader that cannot keep up,
+the host waiting on the GPU every step, or it did not fall at all."""
+
+CHANGES = {
+    "plan_with_sustained": "nothing to fix in the code: the card holds its power limit by design; time it for 30-60 s "
+                           "after warm-up and plan with the sustained rate",
+    "improve_cooling": "check the cooling (airflow, fans, a hot or crowded case): the GPU lowers its clock to protect "
+                       "itself",
+    "feed_faster": "feed the GPU faster: more DataLoader workers, pinned memory and prefetching, or preprocess once",
+    "remove_syncs": "stop making the host wait for the GPU every step (.item(), .cpu(), printing the loss): read "
+                    "values every N steps",
+    "bigger_batch": "use a bigger batch per step",
+    "lower_precision": "train in bfloat16 or float16 with autocast",
+    "nothing": "nothing: the throughput held; a one-interval dip is noise",
+}
+"""What an engineer could change, by name; exactly one of them answers each cause."""
+
+
+@dataclass(frozen=True)
+class FakeDevice:
+    """A made-up GPU with a datasheet's maximum SM clock and power limit, and a made-up slowdown temperature."""
+
+    name: str
+    max_sm_mhz: int
+    power_limit_w: float
+    memory_gib: float
+    slowdown_c: float
+    samples_per_s: float  # the made-up model's throughput at the full clock
+    source: str
+
+
+FAKE_DEVICES = {
+    "T4": FakeDevice("Tesla T4", 1590, 70.0, 15.0, 85.0, 2000.0, "NVIDIA T4 datasheet: 1,590 MHz boost, 70 W"),
+    "L4": FakeDevice("NVIDIA L4", 2040, 72.0, 22.5, 85.0, 3100.0, "NVIDIA L4 datasheet: 2,040 MHz boost, 72 W"),
+    "A100": FakeDevice("NVIDIA A100-SXM4-40GB", 1410, 400.0, 40.0, 88.0, 9000.0,
+                       "NVIDIA A100 datasheet (SXM4): 1,410 MHz boost, 400 W"),
+}
+"""Devices a trace can be made on; clock and power from the datasheets named, the rest made up."""
+
+_IDLE, _POWER_CAP, _SW_THERMAL, _HW_THERMAL = 0x1, 0x4, 0x20, 0x40
+
+
+@dataclass(frozen=True)
+class TrainingTrace:
+    """One training run, interval by interval: the loop's throughput (samples/s) and the share of each interval it
+    waited for its next batch (``data_wait``, 0 to 1), beside NVML's readings of the GPU as monitor Snapshots."""
+
+    device: str
+    interval_s: float
+    slowdown_c: float
+    throughput: tuple[float, ...]
+    data_wait: tuple[float, ...]
+    samples: tuple[Snapshot, ...]
+    label: str
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def times(self) -> list[float]:
+        """Seconds from the start of the run, one per interval."""
+        return [round(i * self.interval_s, 6) for i in range(len(self))]
+
+    def series(self, key: str) -> list[float | None]:
+        """One column over time: 'throughput', 'data_wait', or a Snapshot metric key ('gpu_sm_clock', ...)."""
+        if key == "throughput":
+            return list(self.throughput)
+        if key == "data_wait":
+            return list(self.data_wait)
+        if not isinstance(key, str) or key not in self.samples[0]:
+            known = ["throughput", "data_wait"] + [m.key for m in self.samples[0].metrics]
+            raise ValueError(f"key must be one of {known}, got {key!r}")
+        return [sample.value(key) for sample in self.samples]
+
+    def reasons(self) -> list[list[str]]:
+        """The clock-event reasons of each interval, in plain words ([] where nothing held the clock down)."""
+        return [reason_words(int(mask)) for mask in self.series("gpu_throttle")]
+
+    def table(self, every: int = 5) -> str:
+        """Every ``every``-th interval as a text table: the numbers a learner reads off `nvidia-smi -l`."""
+        every = positive_int("every", every)
+        head = f"{'t (s)':>6} {'samples/s':>9} {'wait':>5} {'util %':>6} {'SM MHz':>6} {'W':>5} {'C':>3}  reasons"
+        rows = [head]
+        for i in range(0, len(self), every):
+            sample = self.samples[i]
+            rows.append(f"{self.times()[i]:6.1f} {self.throughput[i]:9.0f} {self.data_wait[i]:5.2f} "
+                        f"{sample.value('gpu_util'):6.0f} {sample.value('gpu_sm_clock'):6.0f} "
+                        f"{sample.value('gpu_power'):5.1f} {sample.value('gpu_temp'):3.0f}  "
+                        f"{', '.join(reason_words(int(sample.value('gpu_throttle')))) or '-'}")
+        return "\n".join(rows)
+
+    def plot(self):
+        """Throughput and loader wait, utilisation, SM clock, power and temperature over time, reasons marked."""
+        import matplotlib.pyplot as plt
+
+        times = self.times()
+        fig, axes = plt.subplots(5, 1, figsize=(10, 8.5), sharex=True)
+        first = self.samples[0]
+        panels = [("throughput", "samples/s", None), ("gpu_util", "GPU util. %", None),
+                  ("gpu_sm_clock", "SM clock (MHz)", first.value("gpu_sm_clock_max")),
+                  ("gpu_power", "power (W)", first.value("gpu_power_limit")),
+                  ("gpu_temp", "temperature (C)", self.slowdown_c)]
+        for ax, (key, ylabel, limit) in zip(axes, panels):
+            ax.plot(times, self.series(key), color="tab:blue")
+            if limit is not None:
+                ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1)
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+        wait = axes[0].twinx()
+        wait.plot(times, self.data_wait, color="tab:orange", linewidth=1)
+        wait.set_ylabel("waiting for data", color="tab:orange")
+        wait.set_ylim(0, 1)
+        for i, words in enumerate(self.reasons()):
+            if words:
+                axes[2].axvspan(times[i] - self.interval_s / 2, times[i] + self.interval_s / 2,
+                                color=_REASON_COLOURS.get(words[0], "grey"), alpha=0.15, linewidth=0)
+        axes[2].set_title("shaded: clock held down (" + ", ".join(f"{word}: {colour}" for word, colour in
+                                                                  _REASON_COLOURS.items()) + ")", fontsize=9)
+        axes[-1].set_xlabel("seconds")
+        fig.suptitle(f"{self.label}: {self.device}")
+        fig.tight_layout()
+        return fig
+
+
+_REASON_COLOURS = {"power cap": "red", "thermal": "orange", "idle": "grey"}
+
+
+def _gpu_metrics(device: FakeDevice, util: float, clock: float, power: float, temp: float, mask: int,
+                 cpu: float, process_cpu: float) -> tuple[Metric, ...]:
+    """One interval's readings, with the keys, labels and units of monitor's NVML and host metrics."""
+    made_up = "made-up trace"
+    return (
+        Metric("gpu_util", "GPU utilisation (time a kernel ran)", round(util), "%", made_up),
+        Metric("gpu_mem_used", "GPU memory used", round(0.4 * device.memory_gib, 2), "GiB", made_up),
+        Metric("gpu_mem_total", "GPU memory total", device.memory_gib, "GiB", made_up),
+        Metric("gpu_power", "power draw", round(power, 1), "W", made_up),
+        Metric("gpu_power_limit", "power limit", device.power_limit_w, "W", made_up),
+        Metric("gpu_temp", "temperature", round(temp), "C", made_up),
+        Metric("gpu_sm_clock", "SM clock", float(round(clock / 15) * 15), "MHz", made_up),
+        Metric("gpu_sm_clock_max", "SM clock, maximum", float(device.max_sm_mhz), "MHz", made_up),
+        Metric("gpu_throttle", "clock held down by", mask, "reasons", made_up),
+        Metric("cpu_util", "CPU utilisation (all 8 cores)", round(cpu), "%", made_up),
+        Metric("process_cpu", "this process's CPU (100 % = one core)", round(process_cpu), "%", made_up),
+    )
+
+
+def make_trace(cause: str, *, device: str = "T4", seconds: float = 60.0, interval_s: float = 1.0,
+               onset_s: float | None = None, drop: float = 0.3, hot: bool = False, dip_at: float | None = None,
+               capped: bool = False, seed: int = 0) -> TrainingTrace:
+    """A made-up run in which throughput falls by ``drop`` from ``onset_s`` on, for ``cause`` (one of CAUSES).
+
+    ``hot`` runs a power-capped card close to (but below) its slowdown temperature; ``dip_at`` (seconds) adds a
+    one-interval dip (a checkpoint save); ``cause='none'`` holds the throughput, with such a dip, and with
+    ``capped`` on a card held at its power limit from the first interval (so its throughput never falls).
+    """
+    cause = one_of("cause", cause, CAUSES)
+    spec = FAKE_DEVICES[one_of("device", device, tuple(FAKE_DEVICES))]
+    interval_s = positive_number("interval_s", interval_s)
+    count = round(positive_number("seconds", seconds) / interval_s)
+    if count < 20:
+        raise ValueError(f"seconds must cover at least 20 intervals of {interval_s} s, got {seconds}")
+    onset_s = seconds * 0.3 if onset_s is None else positive_number("onset_s", onset_s)
+    if not 0.1 * seconds <= onset_s <= 0.55 * seconds:
+        raise ValueError(f"onset_s must lie between 10% and 55% of seconds ({seconds}), got {onset_s}")
+    if not (isinstance(drop, (int, float)) and 0.1 <= drop <= 0.7):
+        raise ValueError(f"drop must be a share between 0.1 and 0.7, got {drop!r}")
+    if not isinstance(capped, bool) or (capped and cause != "none"):
+        raise ValueError(f"capped=True plays a card capped from the start, so only with cause='none', got {capped!r}")
+    rng = random.Random(seed)
+    if cause == "none" and dip_at is None:
+        dip_at = rng.uniform(onset_s, seconds - interval_s)
+    dip = None if dip_at is None else min(count - 1, round(dip_at / interval_s))
+    ramp_s = 6.0 if cause in ("power_cap", "thermal") else 2.0
+    throughput, waits, samples = [], [], []
+    temp = rng.uniform(44, 52)
+    for i in range(count):
+        t = i * interval_s
+        f = 0.0 if cause == "none" else min(1.0, max(0.0, (t - onset_s) / ramp_s + (t >= onset_s) * 0.2))
+        noise = rng.gauss(1.0, 0.015)
+        util, clock, wait, mask = 99.0, float(spec.max_sm_mhz), rng.uniform(0.0, 0.02), 0
+        power = spec.power_limit_w * rng.uniform(0.86, 0.92)
+        cpu, process_cpu = rng.uniform(20, 30), rng.uniform(70, 90)
+        speed = 1.0
+        cool_target = spec.slowdown_c - (4 if hot else 14)
+        if cause == "power_cap":
+            power = spec.power_limit_w * (rng.uniform(0.985, 1.005) if f > 0 else rng.uniform(0.90, 0.97))
+            speed = 1 - drop * f
+            clock = spec.max_sm_mhz * speed
+            mask = _POWER_CAP if f > 0 else 0
+            temp += (cool_target - temp) * 0.12 + rng.gauss(0, 0.3)
+        elif cause == "thermal":
+            temp += (spec.slowdown_c + 1 - temp) * (0.25 if t >= onset_s - 4 else 0.02) + rng.gauss(0, 0.3)
+            speed = 1 - drop * f
+            clock = spec.max_sm_mhz * speed
+            power = spec.power_limit_w * rng.uniform(0.84, 0.9) * (1 - 0.6 * drop * f)
+            mask = rng.choice((_SW_THERMAL, _HW_THERMAL | _SW_THERMAL)) if f > 0 else 0
+        else:
+            temp += (spec.slowdown_c - 20 - temp) * 0.1 + rng.gauss(0, 0.3)
+        if capped:
+            speed, mask = 0.8, _POWER_CAP
+            clock, power = spec.max_sm_mhz * speed, spec.power_limit_w * rng.uniform(0.985, 1.005)
+        if cause == "input_bound":
+            speed = 1 - drop * f
+            wait = min(0.95, max(0.0, drop * f + rng.gauss(0, 0.03))) if f > 0 else wait
+            util = 99.0 * (1 - (drop + 0.05) * f) + rng.gauss(0, 3)
+            power *= 1 - 0.7 * drop * f
+            cpu = rng.uniform(85, 99) if f > 0 else cpu
+            if f > 0 and rng.random() < 0.5:
+                mask, clock = _IDLE, spec.max_sm_mhz * rng.uniform(0.35, 0.6)
+        elif cause == "host_sync":
+            speed = 1 - drop * f
+            util = 99.0 * (1 - (drop + 0.03) * f) + rng.gauss(0, 2)
+            power *= 1 - 0.6 * drop * f
+            process_cpu = rng.uniform(97, 100) if f > 0 else process_cpu
+        rate = spec.samples_per_s * speed * noise
+        if i == dip:
+            rate, wait, util = rate * rng.uniform(0.3, 0.5), max(wait, 0.5), util * 0.5
+        throughput.append(round(rate, 1))
+        waits.append(round(wait, 3))
+        samples.append(Snapshot("cuda:0", spec.name, round(t, 6), _gpu_metrics(
+            spec, min(100.0, max(0.0, util)), clock, power, temp, mask, cpu, process_cpu),
+            note=f"made-up trace on a device shaped like the {spec.source}: not a reading"))
+    return TrainingTrace(spec.name, interval_s, spec.slowdown_c, tuple(throughput), tuple(waits), tuple(samples),
+                         label=f"made-up trace #{seed}")
+

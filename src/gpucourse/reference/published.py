@@ -57,9 +57,9 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "date": "2026-07-30",
      "figure": "an H100 SXM reached 794.5 TFLOP/s in bfloat16, 80.3% of the 989 TFLOP/s datasheet figure (FP8: 1,402.6 "
                "of 1,979, 70.9%)",
-     "why": "the newer and faster the chip, the larger the share of its datasheet peak that no shape reaches in this "
-            "table; the book's caveat: 'these numbers were achieved by a brute-force search of a non-exhaustive "
-            "sub-space of various shapes'",
+     "why": "across NVIDIA's generations in the table the share reached tends to fall (A100 SXM 86.9%, H100 SXM "
+            "80.3%, B200 SXM 77.6%); the book's caveat: 'these numbers were achieved by a brute-force search of a "
+            "non-exhaustive sub-space of various shapes'",
      "source": "S. Bekman, 'Machine Learning Engineering', chapter Accelerators ('Maximum Achievable Matmul FLOPS "
                "comparison table')",
      "url": "https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"},
@@ -124,11 +124,11 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "date": "2023-11-29",
      "figure": "one-way copies between host and an A100 measured around 25-26 GB/s; with copies running in both "
                "directions at once the host-to-device direction fell to 12-13 GB/s",
-     "why": "the reporter asks whether this is normal and gives no cause; a one-way copy near 25 GB/s is below what "
-            "PCIe 4 x16 is specified for (31 GB/s in Bekman's table), the same gap as the H200 figure",
+     "why": "the reporter asks whether this is normal and gives no cause; if this A100 sits on PCIe 4 x16 (the "
+            "issue does not say), 25 GB/s is about 80% of the 31 GB/s that link is specified for in Bekman's table",
      "source": "Fanoid, 'About bandwidth of bidirectional copy', NVIDIA/nvbandwidth issue 11",
      "url": "https://github.com/NVIDIA/nvbandwidth/issues/11"},
-    # ------------------------------------------------------------------ cudnn_benchmark (lesson 09)
+    # ------------------------------------------------------------------ cudnn_benchmark (lessons 07, 16)
     {"topic": "cudnn_benchmark", "device": "V100 (and GTX 1080 Ti)", "value": 12, "unit": "min",
      "precision": "not stated",
      "conditions": "one epoch of a SpeechBrain recipe (not named) with local data and batch_size = 200; a single "
@@ -140,7 +140,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "input shapes stay the same, so that the search is done once",
      "source": "Chaanks, 'Cudnn benchmark mode', speechbrain/speechbrain pull request 294",
      "url": "https://github.com/speechbrain/speechbrain/pull/294"},
-    # ------------------------------------------------------------------ capstone (lesson 14)
+    # ------------------------------------------------------------------ capstone (lesson 16)
     {"topic": "capstone", "device": "NVIDIA A100 (400 W)", "value": 2.59, "unit": "s", "precision": "not stated",
      "conditions": "CIFAR-10 to 94.01% mean accuracy with airbench94_muon.py; torch 2.4.1",
      "date": "2024-11-10",
@@ -158,7 +158,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "in order to amortize the one-time compilation cost', which the 3.09 s leaves out",
      "source": "K. Jordan, 'CIFAR-10 Airbench' (README); paper arXiv 2404.00498",
      "url": "https://github.com/KellerJordan/cifar10-airbench"},
-    # ------------------------------------------------------------------ speedup (lessons 01, 03)
+    # ------------------------------------------------------------------ speedup
     {"topic": "speedup", "device": "NVIDIA H100 against a Mac Mini M4 CPU", "value": 51, "unit": "tokens/s",
      "precision": "not stated",
      "conditions": "the book's Qwen3 model (qwen3.py) generating about 50 tokens with compare_inference.py; model "

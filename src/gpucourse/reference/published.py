@@ -86,6 +86,17 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "themselves and not only their launch",
      "source": "kaiserKOA, 'Telsa P4', issue 9 of zzc0721/torch-performance-test-data",
      "url": "https://github.com/zzc0721/torch-performance-test-data/issues/9"},
+    {"topic": "matmul_10k", "device": "NVIDIA GeForce RTX 5090 (32 GB)", "value": 65.22, "unit": "TFLOP/s",
+     "precision": "float32 (float16: 219.10)",
+     "conditions": "10240 x 10240 matrices, run with SVCFusion.benchmark, which says it is the project's benchmark "
+                   "script; PyTorch 2.8.0+cu128, Python 3.10.14; timing method not shown in the pull request",
+     "date": "2025-09-24",
+     "figure": "an RTX 5090 multiplied two 10240 x 10240 float32 matrices at 65.22 TFLOP/s, about 33 ms per multiply, "
+               "and at 219.10 TFLOP/s in float16, about 10 ms (2 x 10240^3 flops per multiply, our arithmetic)",
+     "why": "the same multiply that takes half a second on a 2016 Tesla P4 takes tens of milliseconds on a current "
+            "card, which is why a timing of it must synchronise: the launch alone returns long before the result",
+     "source": "HuanLinOTO, 'Add RTX 5090-32G entry to database', zzc0721/torch-performance-test-data pull request 15",
+     "url": "https://github.com/zzc0721/torch-performance-test-data/pull/15"},
     # ------------------------------------------------------------------ startup (lessons 03, 04)
     {"topic": "startup", "device": "GeForce GTX 980 Ti", "value": 4.98, "unit": "s", "precision": "not stated",
      "conditions": "`time python3 test.py` for import torch and torch.zeros(5, 3).cuda(); PyTorch 1.1.0 (pip), "
@@ -128,6 +139,31 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "issue does not say), 25 GB/s is about 80% of the 31 GB/s that link is specified for in Bekman's table",
      "source": "Fanoid, 'About bandwidth of bidirectional copy', NVIDIA/nvbandwidth issue 11",
      "url": "https://github.com/NVIDIA/nvbandwidth/issues/11"},
+    {"topic": "transfer", "device": "A100 (form factor not stated)", "value": 12.6, "unit": "GB/s",
+     "precision": "not stated",
+     "conditions": "torch.save of a llama-style model; bandwidth of the device-to-host copies read from profiler "
+                   "traces (Memcpy DtoH to pageable against to pinned memory)",
+     "date": "2024-10-15",
+     "figure": "copies from an A100 into pinned host memory ran at about 12.6 GB/s against about 1.4 GB/s into "
+               "pageable memory, and saving the model took about 11.3 s instead of about 14 s",
+     "why": "PyTorch's pin_memory tutorial: 'a pageable tensor must be copied to pinned memory before being sent to "
+            "GPU' (the same staging happens on the way back); the PR adds that pinned memory costs a cudaHostAlloc "
+            "unless the allocator is already warmed up",
+     "source": "M. Gawarecki, 'Add option to use pinned memory for D2H in torch.save', pytorch/pytorch pull "
+               "request 138018",
+     "url": "https://github.com/pytorch/pytorch/pull/138018"},
+    {"topic": "transfer", "device": "Tesla P100-PCIE-16GB in a two-socket server", "value": 12.15, "unit": "GB/s",
+     "precision": "not stated",
+     "conditions": "CUDA samples bandwidthTest, quick mode, 33,554,432-byte pinned transfers; process and memory "
+                   "bound with numactl to the GPU's socket (-m0 -N0) or to the other one (-m1 -N1)",
+     "date": "2017-03-27",
+     "figure": "pinned host-to-device copies ran at 12,150.7 MB/s (12.15 GB/s) from the GPU's own socket and at "
+               "3,783.4 MB/s from the other socket; device to host 12,890.6 against 2,539.2 MB/s",
+     "why": "the GPU hangs off one CPU socket (nvidia-smi topo shows its CPU affinity 0-5), so memory on the other "
+            "socket reaches it through the link between the sockets (our reading; the comment gives no cause beyond "
+            "'I didn't pin the process')",
+     "source": "psteinb, comment in '201703 update p100 data', mpicbg-scicomp/gearshifft pull request 82",
+     "url": "https://github.com/mpicbg-scicomp/gearshifft/pull/82"},
     # ------------------------------------------------------------------ cudnn_benchmark (lessons 07, 16)
     {"topic": "cudnn_benchmark", "device": "V100 (and GTX 1080 Ti)", "value": 12, "unit": "min",
      "precision": "not stated",
@@ -260,7 +296,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "value": 32.9, "unit": "GB/s", "precision": "not stated",
      "conditions": "256 MB message, median over runs; the figure does not say whether this is algorithm or bus "
                    "bandwidth",
-     "date": "2025-02",
+     "date": "2025-02-19",
      "figure": "median all-reduce bandwidth of a 256 MB message: 436.0 GB/s on 1 node, 361.7 on 2, 160.1 on 4, 99.6 on "
                "8, 84.7 on 16, 64.9 on 32 and 32.9 GB/s on 64 nodes (all-gather and reduce-scatter: about 250 GB/s "
                "on 1 node, about 11 GB/s on 64); the 5th-95th percentile range is wide (12.5 to 177 GB/s for the "

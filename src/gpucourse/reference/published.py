@@ -93,8 +93,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "date": "2025-09-24",
      "figure": "an RTX 5090 multiplied two 10240 x 10240 float32 matrices at 65.22 TFLOP/s, about 33 ms per multiply, "
                "and at 219.10 TFLOP/s in float16, about 10 ms (2 x 10240^3 flops per multiply, our arithmetic)",
-     "why": "the same multiply that takes half a second on a 2016 Tesla P4 takes tens of milliseconds on a current "
-            "card, which is why a timing of it must synchronise: the launch alone returns long before the result",
+     "why": "the same multiply that takes half a second on a Tesla P4 takes tens of milliseconds here, which is why "
+            "a timing of it must synchronise: the launch alone returns long before the result",
      "source": "HuanLinOTO, 'Add RTX 5090-32G entry to database', zzc0721/torch-performance-test-data pull request 15",
      "url": "https://github.com/zzc0721/torch-performance-test-data/pull/15"},
     # ------------------------------------------------------------------ startup (lessons 03, 04)
@@ -147,8 +147,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "figure": "copies from an A100 into pinned host memory ran at about 12.6 GB/s against about 1.4 GB/s into "
                "pageable memory, and saving the model took about 11.3 s instead of about 14 s",
      "why": "PyTorch's pin_memory tutorial: 'a pageable tensor must be copied to pinned memory before being sent to "
-            "GPU' (the same staging happens on the way back); the PR adds that pinned memory costs a cudaHostAlloc "
-            "unless the allocator is already warmed up",
+            "GPU' (a copy back into pageable memory is staged likewise, our reading); the PR adds that pinned memory "
+            "costs a cudaHostAlloc unless the allocator is already warmed up",
      "source": "M. Gawarecki, 'Add option to use pinned memory for D2H in torch.save', pytorch/pytorch pull "
                "request 138018",
      "url": "https://github.com/pytorch/pytorch/pull/138018"},

@@ -249,8 +249,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "why": "a fused, tiled kernel that overlaps computation and data movement (warp specialisation, asynchronous "
             "Tensor Cores and TMA) and interleaves its block-wise matrix multiplies with the softmax",
      "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
-               "(abstract)",
-     "url": "https://huggingface.co/papers/2407.08608"},
+               "(abstract, arXiv 2407.08608)",
+     "url": "https://arxiv.org/abs/2407.08608"},
     {"topic": "attention", "device": "H100", "value": 35, "unit": "%", "precision": "not stated",
      "conditions": "not stated in the abstract",
      "date": "2024-07-11",
@@ -258,8 +258,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "why": "the same paper's starting point: a kernel tuned for the A100 leaves the H100's new asynchronous "
             "features unused",
      "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
-               "(abstract)",
-     "url": "https://huggingface.co/papers/2407.08608"},
+               "(abstract, arXiv 2407.08608)",
+     "url": "https://arxiv.org/abs/2407.08608"},
     # ------------------------------------------------------------------ allreduce (lesson 12)
     {"topic": "allreduce", "device": "A100 node (NVLink, 600 GB/s advertised duplex, 300 GB/s one way)",
      "value": 235, "unit": "GB/s", "precision": "not stated",

@@ -41,8 +41,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
     {"topic": "matmul", "device": "NVIDIA A100 SXM", "value": 271.2, "unit": "TFLOP/s",
      "precision": "bfloat16 inputs, no sparsity",
      "conditions": "brute-force search over shapes with mamf-finder.py, best 1024x10240x5120; mean of 100 "
-                   "iterations after 50 warm-up per shape; torch 2.6.0+cu126",
-     "date": "2026-07-30",
+                   "iterations after 50 warm-up per shape; torch 2.6.0+cu126; row last changed 2026-07-30",
+     "date": "2026-08-22",
      "figure": "the best matmul measured on an A100 SXM reached 271.2 TFLOP/s in bfloat16, 86.9% of the 312 TFLOP/s "
                "datasheet figure",
      "why": "the book calls this the Maximum Achievable Matmul FLOPS: even the best shape found stays below the "
@@ -53,8 +53,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
     {"topic": "matmul", "device": "NVIDIA H100 SXM (the table notes: H200 is the same)", "value": 794.5,
      "unit": "TFLOP/s", "precision": "bfloat16 inputs, no sparsity (float8_e4m3fn: 1402.6 of 1979)",
      "conditions": "mamf-finder.py shape search, best 2048x2048x13312; mean of 100 iterations after 50 warm-up; "
-                   "torch 2.7.0+cu126",
-     "date": "2026-07-30",
+                   "torch 2.7.0+cu126; row last changed 2026-07-30",
+     "date": "2026-08-22",
      "figure": "an H100 SXM reached 794.5 TFLOP/s in bfloat16, 80.3% of the 989 TFLOP/s datasheet figure (FP8: 1,402.6 "
                "of 1,979, 70.9%)",
      "why": "across NVIDIA's generations in the table the share reached tends to fall (A100 SXM 86.9%, H100 SXM "
@@ -66,8 +66,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
     {"topic": "matmul", "device": "AMD MI300X", "value": 668.4, "unit": "TFLOP/s",
      "precision": "bfloat16 inputs, no sparsity",
      "conditions": "mamf-finder.py shape search, best 10240x15360x8192; mean of 100 iterations after 50 warm-up; "
-                   "torch 2.5.1 on ROCm 6.3, PYTORCH_TUNABLEOP_ENABLED=1",
-     "date": "2026-07-30",
+                   "torch 2.5.1 on ROCm 6.3, PYTORCH_TUNABLEOP_ENABLED=1; row last changed 2026-07-30",
+     "date": "2026-08-22",
      "figure": "an MI300X reached 668.4 TFLOP/s in bfloat16, 51.4% of its 1,300 TFLOP/s datasheet figure, the lowest "
                "share in the table",
      "why": "a datasheet peak says little about what a chip's software reaches: here even with PyTorch's TunableOp "
@@ -121,8 +121,9 @@ PUBLIC: tuple[dict[str, object], ...] = (
     # ------------------------------------------------------------------ transfer (lesson 08)
     {"topic": "transfer", "device": "8x H200 node, each GPU on its own PCIe 5 x16 link", "value": 55.43, "unit": "GB/s",
      "precision": "not stated",
-     "conditions": "nvbandwidth -i 10 -t host_to_device_memcpy_ce (and device_to_host_memcpy_ce), copy engines",
-     "date": "2026-08-04",
+     "conditions": "nvbandwidth -i 10 -t host_to_device_memcpy_ce (and device_to_host_memcpy_ce), copy engines; in "
+                   "the book since 2026-08-04",
+     "date": "2026-08-22",
      "figure": "nvbandwidth measured 55.43 GB/s host to device and 55.06 GB/s device to host, 88% and 87% of the "
                "63 GB/s a PCIe 5 x16 link is specified for",
      "why": "protocol overhead keeps a PCIe link below its specified rate; the book notes the eight links came out "
@@ -263,8 +264,8 @@ PUBLIC: tuple[dict[str, object], ...] = (
     # ------------------------------------------------------------------ allreduce (lesson 12)
     {"topic": "allreduce", "device": "A100 node (NVLink, 600 GB/s advertised duplex, 300 GB/s one way)",
      "value": 235, "unit": "GB/s", "precision": "not stated",
-     "conditions": "nccl-tests all_reduce benchmark; payload not stated",
-     "date": "2023-12-15",
+     "conditions": "nccl-tests all_reduce benchmark; payload not stated; in the book since 2023-12-15",
+     "date": "2026-08-22",
      "figure": "235 GB/s: 40% of the advertised 600 GB/s, 80% of the 300 GB/s that one direction carries",
      "why": "a link's advertised speed counts both directions; an all-reduce is limited by one direction, and about "
             "80% of that is what a good measurement reaches",
@@ -274,7 +275,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "value": 482.26, "unit": "GB/s", "precision": "not stated",
      "conditions": "all_reduce_bench.py payload sweep; torch 2.9.1, CUDA 13.0, NCCL 2.27.7; 5 warm-up and 20 timed "
                    "runs per payload",
-     "date": "2026-08",
+     "date": "2026-08-22",
      "figure": "the sweep tops out at 482.26 GB/s busbw, above the 450 GB/s NVLink 4 spec",
      "why": "at large payloads NCCL's NVLS algorithm reduces inside the NVSwitch (SHARP), so fewer bytes cross the "
             "links than the ring formula behind busbw assumes",
@@ -283,7 +284,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
     {"topic": "allreduce", "device": "8x B200 in one node (NVLink 5)",
      "value": 845.67, "unit": "GB/s", "precision": "not stated",
      "conditions": "all_reduce_bench.py; torch 2.9.1, CUDA 13.0, NCCL 2.27.7; busbw by payload",
-     "date": "2026-08",
+     "date": "2026-08-22",
      "figure": "all-reduce busbw 1.20 GB/s at a 32 KiB payload, 36.06 GB/s at 1 MiB, 254.96 GB/s at 16 MiB, "
                "845.67 GB/s at 16 GiB",
      "why": "small messages are latency-bound: the same GPUs and links give 700 times more bandwidth on a large "

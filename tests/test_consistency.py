@@ -64,6 +64,8 @@ def test_lesson_anatomy(lesson: str) -> None:
     assert written_answers(lesson), f"{lesson}: no written answer"
     ids = [nbgrader(c)["grade_id"] for c in cells if nbgrader(c)]
     assert len(ids) == len(set(ids)), f"{lesson}: duplicate grade ids"
+    cell_ids = [cell.get("id") for cell in cells]  # nbformat 4.5 requires them; a cell added by a script may lack one
+    assert None not in cell_ids and len(cell_ids) == len(set(cell_ids)), f"{lesson}: a cell without an id, or a repeat"
     for exercise in found:
         assert exercise.solution_id in ids and f"{exercise.name}-question" in ids
         assert exercise.points > 0

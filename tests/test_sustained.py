@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpucourse import nvml, sustained
+from gpucourse import nvml, reference, sustained
 from gpucourse.monitor import Sampler
 from gpucourse.nvml import FakeGpu, FakeNvml
 
@@ -142,7 +142,8 @@ def test_the_cpu_run_is_brief_in_float32_and_shows_the_published_figures(capsys,
         assert result.reason.startswith("no NVML reading here")
     sustained.report(result)
     out = capsys.readouterr().out
-    assert "measured on this machine" in out and "published figures" in out and "Public measurement" in out
+    assert "measured on this machine" in out and "published figures" in out
+    assert out.count("Published measurement on ") == len([e for e in reference.PUBLIC if e["topic"] == "sustained"])
     figure = sustained.plot(result)
     assert len(figure.axes) == 3 and "not read here" in figure.axes[1].texts[0].get_text()
 

@@ -322,7 +322,7 @@ def report(result: SustainedResult) -> None:
 
         print("\nThis ran without an NVIDIA GPU, so there was no GPU clock or power cap to watch. What a GPU does "
               "under long matrix multiplies shows in published figures (not measured here):")
-        reference.show("matmul")
+        reference.show("sustained")
 
 
 def plot(result: SustainedResult):

@@ -345,8 +345,9 @@ def show(topic: str) -> None:
     records = [data for data in recorded() if topic in data["figures"]]
     published = [entry for entry in PUBLIC if entry["topic"] == topic]
     if not records and topic in TOPICS:
-        print(f"No GPU measurement of {topic!r} has been recorded for the course yet (a maintainer records one "
-              "with `python -m gpucourse record` on a GPU machine)." + (" Published ones:" if published else ""))
+        print(textwrap.fill(f"No GPU measurement of {topic!r} has been recorded for the course yet (a maintainer "
+                            "records one with `python -m gpucourse record` on a GPU machine)."
+                            + (" Published ones:" if published else ""), width=116, break_on_hyphens=False))
     for data in records:
         print(label(data, topic) + ":")
         print(table(topic, data["figures"][topic]["rows"]))

@@ -587,3 +587,21 @@ def test_old_names_still_importable() -> None:
         assert hasattr(precision, name), name
     assert precision.format_facts is formats.format_facts and precision.tensor_memory is memory.tensor_memory
     assert precision.gradient_cast_report is mixed_precision.gradient_cast_report
+
+
+def test_live_bytes_counts_what_survives_and_frees_reference_cycles_first():
+    import torch
+
+    from gpucourse.memory import PeakMemory
+
+    class Holder:
+        """An object in a reference cycle, like a finished collective's work handle holding its buffers."""
+
+    tracker, kept = PeakMemory(), []
+    with tracker:
+        kept.append(torch.zeros(100))          # 400 bytes that stay alive
+        cycle = Holder()
+        cycle.me, cycle.buffer = cycle, torch.zeros(1000)   # 4,000 bytes alive only through the cycle
+        del cycle
+        torch.ones(50) * 2                     # temporaries: freed at once
+    assert tracker.live_bytes() == 400 and tracker.peak >= 4400

@@ -76,7 +76,20 @@ def test_the_grader_passes_the_model_answer_even_when_it_is_off_limits():
         parallel.zero_check(own_step, cases, shown=0)
 
 
-@pytest.mark.parametrize("step, message", [(_summing_step, "parameters equal"), (_all_reduce_step, "optimizer state")])
+_KEPT_ASIDE: dict = {}
+
+
+def _state_kept_aside_step(params: list, state: dict, dist, lr: float = 1e-3, betas=(0.9, 0.999),
+                           eps: float = 1e-8) -> None:
+    """The model answer, plus full-size m and v kept in a module global: `state` alone looks sharded."""
+    if _KEPT_ASIDE.get("model") != id(params[0]):
+        count = sum(p.numel() for p in params)
+        _KEPT_ASIDE.update(model=id(params[0]), m=torch.zeros(count), v=torch.zeros(count))
+    parallel.sharding._zero_step(params, state, dist, lr, betas, eps)
+
+
+@pytest.mark.parametrize("step, message", [(_summing_step, "parameters equal"), (_all_reduce_step, "keep alive"),
+                                           (_state_kept_aside_step, "keep alive between steps, in `state` or anywhere")])
 def test_the_grader_names_what_is_wrong(step, message):
     cases = [ZeroCase(sizes=(16, 33, 9), seed=5, steps=3, lr=3e-2, eps=1e-2)]
     with pytest.raises(CheckFailed, match=message):

@@ -9,7 +9,7 @@ import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpucourse._validate import positive_int
+from gpucourse._validate import non_negative_number, positive_int
 from gpucourse.mixed_precision import _device_type, _dtype_name
 
 # --------------------------------------------------------------------------- memory
@@ -264,6 +264,22 @@ class PeakMemory(OpObserver):
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
         self._sweep()
+
+    def live_bytes(self, settle_s: float = 0.5) -> int:
+        """Bytes of the counted storages still alive once transient holders let go: reference cycles are collected,
+        and a finished collective's work handle, which a communication thread may hold for a moment, is waited for
+        (re-read every 10 ms, up to ``settle_s``, until three reads agree; kept bytes never shrink by themselves)."""
+        import gc
+        import time
+
+        deadline, reads = time.monotonic() + non_negative_number("settle_s", settle_s), []
+        while True:
+            gc.collect()
+            self._sweep()
+            reads.append(self.current)
+            if (len(reads) >= 3 and reads[-1] == reads[-2] == reads[-3]) or time.monotonic() >= deadline:
+                return min(reads)
+            time.sleep(0.01)
 
 
 def peak_bytes(fn: Callable[[], object]) -> int:

@@ -251,6 +251,23 @@ WRONG: dict[str, dict[str, str]] = {
 ''' + _ADAM + '''\
     flat = mine
 ''' + _COPY_BACK,
+        # Right weights and traffic, and `state` stays empty: m and v for every parameter are kept in a global
+        # (only this rank's part of them is used). The grader counts what the steps keep alive anywhere.
+        "state_in_a_global": '''\
+_ADAM_STATE = {}
+
+
+''' + _EX2 + _FLAT + _RS + _MINE + '''\
+    if _ADAM_STATE.get("model") != id(params[0]):        # a new model: fresh m and v, for all of its parameters
+        _ADAM_STATE.update(model=id(params[0]), step=0, m=torch.zeros(part * world), v=torch.zeros(part * world))
+    _ADAM_STATE["step"] += 1
+    b1, b2, t = betas[0], betas[1], _ADAM_STATE["step"]
+    m = _ADAM_STATE["m"][rank * part:(rank + 1) * part]
+    v = _ADAM_STATE["v"][rank * part:(rank + 1) * part]
+    m.mul_(b1).add_(grad, alpha=1 - b1)
+    v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    mine.addcdiv_(m, (v.sqrt() / (1 - b2 ** t) ** 0.5).add_(eps), value=-lr / (1 - b1 ** t))
+''' + _GATHER + _COPY_BACK,
         # Forgets the all-gather: each rank's parameters are stale outside its own part.
         "no_all_gather": _EX2 + _FLAT + _RS + _MINE + _ADAM + '''\
     flat[rank * part:(rank + 1) * part] = mine

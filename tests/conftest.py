@@ -14,6 +14,7 @@ def no_gpu(monkeypatch):
     mps = getattr(torch.backends, "mps", None)
     if mps is not None:
         monkeypatch.setattr(mps, "is_available", lambda: False)
+    monkeypatch.delenv("GPUCOURSE_DEVICE", raising=False)  # a maintainer's own choice must not change the tests
     return torch
 
 

@@ -79,6 +79,49 @@ def test_pick_device_rejects_mps_where_it_is_not_available(no_gpu):
         pick_device("mps")
 
 
+@pytest.fixture
+def fake_mps(monkeypatch, no_gpu):
+    """Make torch report Apple's MPS backend as available (device choice only: nothing may run on it)."""
+    monkeypatch.setattr(no_gpu.backends.mps, "is_available", lambda: True)
+    return no_gpu
+
+
+def test_mps_is_listed_but_never_picked_by_default(fake_mps):
+    """No graded cell is tested on MPS, so the automatic choice is the CPU; MPS is one more accelerator on request."""
+    assert hardware.available_devices() == ["mps", "cpu"]
+    assert pick_device() == fake_mps.device("cpu") == pick_device("auto")
+    assert pick_device("mps") == fake_mps.device("mps")
+
+
+def test_mps_is_picked_when_the_environment_asks_for_it(fake_mps, monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_DEVICE", "mps")
+    assert pick_device() == fake_mps.device("mps")
+    monkeypatch.setenv("GPUCOURSE_DEVICE", "cpu")
+    assert pick_device() == fake_mps.device("cpu")
+
+
+def test_a_cuda_gpu_comes_before_mps_and_the_environment_can_still_choose_the_cpu(fake_mps, monkeypatch):
+    monkeypatch.setattr(fake_mps.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(fake_mps.cuda, "device_count", lambda: 1)
+    assert pick_device() == fake_mps.device("cuda:0")
+    monkeypatch.setenv("GPUCOURSE_DEVICE", "cpu")
+    assert pick_device() == fake_mps.device("cpu")
+
+
+@pytest.mark.parametrize("value", ["gpu", "auto", "MPS", "cuda:x"])
+def test_a_bad_device_in_the_environment_is_refused_naming_the_variable(no_gpu, monkeypatch, value):
+    monkeypatch.setenv("GPUCOURSE_DEVICE", value)
+    with pytest.raises(ValueError, match=rf"^GPUCOURSE_DEVICE must be 'cpu', 'cuda', 'cuda:N' or 'mps' \(or unset\), "
+                                         rf"got '{value}'"):
+        pick_device()
+
+
+def test_asking_for_mps_through_the_environment_where_there_is_none_says_so(no_gpu, monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_DEVICE", "mps")
+    with pytest.raises(ValueError, match=r"^prefer='mps' but Apple's Metal \(MPS\) backend is not available"):
+        pick_device()
+
+
 @pytest.mark.parametrize("prefer", ["gpu", "GPU", "CUDA", "", "tpu", "auto:1", "cpu:abc", "cuda:", "cuda:-1", " cpu"])
 def test_pick_device_rejects_unknown_names_naming_prefer(no_gpu, prefer):
     with pytest.raises(ValueError, match=r"^prefer must be one of \['auto', 'cuda', 'mps', 'cpu'\]"):

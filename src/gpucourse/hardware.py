@@ -46,8 +46,16 @@ def available_devices() -> list[str]:
     return devices
 
 
+DEVICE_ENV = "GPUCOURSE_DEVICE"
+"""Environment variable that overrides the automatic choice: 'cpu', 'cuda', 'cuda:N' or 'mps' (Apple's GPU)."""
+
+
 def pick_device(prefer: str = "auto"):
-    """Return the ``torch.device`` to use: a CUDA GPU, else Apple's MPS, else the CPU (``prefer`` forces one)."""
+    """Return the ``torch.device`` to use: a CUDA GPU, else the CPU (``prefer`` forces one).
+
+    Apple's MPS is used only when asked for, with ``pick_device("mps")`` or ``GPUCOURSE_DEVICE=mps``: the lessons'
+    graded cells are tested on CUDA and on the CPU, not on MPS, so no learner takes that path by default.
+    """
     torch = _torch_or_none()
     if torch is None:
         raise ImportError("pick_device needs PyTorch: pip install 'gpucourse[torch]' (Colab already has it)")
@@ -58,7 +66,12 @@ def pick_device(prefer: str = "auto"):
     kind = prefer.split(":")[0]
     found = available_devices()
     if prefer == "auto":
-        return torch.device(found[0])
+        chosen = os.environ.get(DEVICE_ENV, "").strip()
+        if chosen:
+            if chosen == "auto" or not re.fullmatch(r"(cpu|mps|cuda)(:\d+)?", chosen):
+                raise ValueError(f"{DEVICE_ENV} must be 'cpu', 'cuda', 'cuda:N' or 'mps' (or unset), got {chosen!r}")
+            return pick_device(chosen)
+        return torch.device(next((name for name in found if name.startswith("cuda")), "cpu"))
     if kind == "cuda":
         if not any(name.startswith("cuda") for name in found):
             raise ValueError(f"prefer={prefer!r} but no CUDA GPU is visible: in Colab choose "

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 EXTRAS := torch,tensorflow,gpu,triton,course,test
 
-.PHONY: setup lab instructor-lab test test-fast test-colab release check clean-notebooks gpu-check
+.PHONY: setup lab instructor-lab test test-fast test-colab time-lessons release check clean-notebooks gpu-check
 
 $(INSTALLED): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
@@ -34,6 +34,9 @@ test: setup  ## the full test suite (what CI runs)
 
 test-fast: setup  ## unit tests and consistency checks only (under a minute)
 	$(BIN)/python -m pytest -m "not slow" -n 2 -q
+
+time-lessons: setup  ## benchmark: every lesson on one core under three CPU profiles (native, AVX2, AVX-512 without bf16)
+	$(BIN)/python tests/time_lessons.py --profiles native,avx2,avx512
 
 test-colab:  ## every lesson as a Colab learner runs it, in a twin of Colab's versions (.venv-colab, built once)
 	$(PYTHON) tools/colab_twin.py

@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import course  # noqa: E402  (tools/course.py: the one implementation of stamp/clean/release)
+from gpucourse import syllabus  # noqa: E402
 
 LESSONS = course.lessons()
+LOW_PRECISION_LESSONS = syllabus.LOW_PRECISION_LESSONS
 
 # Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises (none left).
 SLIM_LESSONS: set[str] = set()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_utils import (LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader, release_path,
+from notebook_utils import (LESSONS, LOW_PRECISION_LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader, release_path,
                             solution_path, source, wrong_answers, written_answers)
 
 pytestmark = pytest.mark.slow
@@ -81,23 +81,26 @@ def _submissions(lesson: str) -> dict[str, dict]:
     }
 
 
-def _nbgrader(course_root: Path, *args: str) -> None:
+def _nbgrader(course_root: Path, *args: str, env: dict | None = None) -> None:
     """Run an nbgrader command in the course copy, failing the test with its output if it fails."""
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course_root,
-                            env=course.venv_environment(), capture_output=True, text=True, timeout=1800)
+                            env={**course.venv_environment(), **(env or {})}, capture_output=True, text=True,
+                            timeout=1800)
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 
-def run_pipeline(lesson: str, root: Path) -> dict:
+def run_pipeline(lesson: str, root: Path, students: tuple[str, ...] = STUDENTS, env: dict | None = None) -> dict:
     """Run the README's instructor workflow for one lesson on a copy of the course; return what it produced."""
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
     course.cmd_gradebook(root)  # README step 1, for the lesson present in the copy
     for student, notebook in _submissions(lesson).items():
+        if student not in students:
+            continue
         target = root / "submitted" / student / lesson / f"{lesson}.ipynb"
         target.parent.mkdir(parents=True)
         target.write_text(json.dumps(notebook), encoding="utf-8")
-    _nbgrader(root, "autograde", lesson)
+    _nbgrader(root, "autograde", lesson, env=env)
     _nbgrader(root, "generate_feedback", lesson)
     _nbgrader(root, "export")
 
@@ -105,7 +108,7 @@ def run_pipeline(lesson: str, root: Path) -> dict:
 
     scores = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        for student in STUDENTS:
+        for student in students:
             notebook = gradebook.find_submission_notebook(lesson, lesson, student)
             scores[student] = {grade.name: (grade.auto_score, grade.max_score) for grade in notebook.grades}
     with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
@@ -199,3 +202,40 @@ class GradingPipeline:
 
 for _lesson in LESSONS:  # TestGrading_00_getting_started, ...: one class per lesson (xdist --dist loadscope)
     globals()[f"TestGrading_{_lesson}"] = type(f"TestGrading_{_lesson}", (GradingPipeline,), {"lesson": _lesson})
+
+
+AVX2_PROFILE = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+"""An x86 CPU without native bfloat16 (most laptops), simulated by capping PyTorch's and oneDNN's instruction sets."""
+
+
+class GradingOnAnAvx2Cpu:
+    """The model answers of a lesson that computes in low precision still get full marks on a CPU that only emulates
+    bfloat16, under the course's per-cell time limit: a slow path must not cost a learner points."""
+
+    lesson: str
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def graded(cls, tmp_path_factory) -> dict:
+        return run_pipeline(cls.lesson, tmp_path_factory.mktemp(f"avx2-{cls.lesson}"), students=("correct",),
+                            env=AVX2_PROFILE)
+
+    def test_solutions_get_full_marks_on_an_avx2_cpu(self, graded) -> None:
+        assert _autograded(graded["scores"]["correct"]) == _expected(graded["lesson"], set())
+
+    def test_the_simulated_cpu_reached_the_kernel(self, graded) -> None:
+        """Where the lesson runs the low-precision gate, its output says this CPU emulates bfloat16."""
+        import platform
+
+        lesson = graded["lesson"]
+        if "native_formats" not in solution_path(lesson).read_text(encoding="utf-8"):
+            pytest.skip(f"{lesson} does not run the gate")
+        if platform.machine() not in ("x86_64", "AMD64"):
+            pytest.skip("the AVX2 profile simulates an x86 CPU")
+        graded_text = (graded["root"] / "autograded" / "correct" / lesson / f"{lesson}.ipynb").read_text("utf-8")
+        assert "this CPU emulates bfloat16" in graded_text
+
+
+for _lesson in LOW_PRECISION_LESSONS:  # TestGradingAvx2_14_mixed_precision, ...
+    globals()[f"TestGradingAvx2_{_lesson}"] = type(f"TestGradingAvx2_{_lesson}", (GradingOnAnAvx2Cpu,),
+                                                   {"lesson": _lesson})

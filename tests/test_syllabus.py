@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpucourse import grade, syllabus
@@ -136,3 +138,12 @@ def test_lessons_use_the_one_table_helper(lesson: str) -> None:
 
     code = "\n".join("".join(c["source"]) for c in load(solution_path(lesson))["cells"] if c["cell_type"] == "code")
     assert not re.search(r"^\s*def (show_table|markdown_table)\b", code, re.M)
+
+
+def test_the_low_precision_lessons_are_those_that_autocast_or_gate_a_16_bit_format():
+    """CI grades these on a simulated CPU without native bfloat16: the list must follow the lessons' code."""
+    from notebook_utils import ROOT
+
+    found = sorted(path.parent.name for path in (ROOT / "solutions").glob("*/*.ipynb")
+                   if re.search(r"torch\.autocast\(|autocast_dtype|native_formats", path.read_text(encoding="utf-8")))
+    assert sorted(syllabus.LOW_PRECISION_LESSONS) == found

@@ -47,6 +47,10 @@ PLANNED: tuple[str, ...] = ()
 # "GPU T4 x2" notebooks have two GPUs, Colab's one).
 MULTI_GPU_LESSONS: tuple[str, ...] = ("12_data_parallelism", "13_sharding")
 
+# Lessons that autocast, train or time in a 16-bit format: CI grades their model answers on a simulated CPU without
+# native bfloat16 too (tests/test_grading.py), so a slow path there cannot cost a learner points.
+LOW_PRECISION_LESSONS: tuple[str, ...] = ("14_mixed_precision", "15_bigger_models", "16_capstone")
+
 # Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.
 RENAMED: Mapping[str, tuple[str, ...]] = {
     "00_getting_started": ("00_getting_started", "01_architecture"),

@@ -27,9 +27,16 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.db"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Lessons measure things; a cell may take longer than nbgrader's default 30 s on a slow laptop.
-# (Autograde always runs on after a failing cell: nbgrader's Execute.allow_errors is fixed to True, not settable.)
-c.Execute.timeout = 300
+# Lessons measure things; a cell may take longer than nbgrader's default 30 s on a slow laptop. The one per-cell limit
+# lives in gpucourse.syllabus (make grade, the GPU check and the tests read it too); a cell that runs past it is
+# interrupted and reports, in words, what happened and what to try. (Autograde always runs on after a failing cell:
+# nbgrader's Execute.allow_errors is fixed to True, not settable.)
+from gpucourse.syllabus import CELL_TIMEOUT_S, cell_timeout_message  # noqa: E402
+
+c.Execute.timeout = CELL_TIMEOUT_S
+c.Execute.interrupt_on_timeout = True
+c.Execute.error_on_timeout = {"ename": "CellTimeoutError", "evalue": cell_timeout_message(),
+                              "traceback": [f"CellTimeoutError: {cell_timeout_message()}"]}
 
 # Library start-up lines that can reach stderr although the lesson silences them
 # (nbgrader scores any test cell with stderr output as 0).

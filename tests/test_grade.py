@@ -332,3 +332,37 @@ def test_a_learner_sees_exact_points_and_hints_and_their_file_is_untouched(tmp_p
 
     assert notebook.read_bytes() == before and sorted(work.rglob("*")) == files_before
     assert (gradebook.stat().st_mtime_ns if gradebook.exists() else None) == gradebook_before
+
+
+def test_the_per_cell_limit_is_set_in_one_place_and_every_runner_uses_it():
+    """nbgrader (autograde, Validate, make grade), the Colab twin, the GPU check and the mutation runs share it."""
+    import ast
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from gpucourse import syllabus
+
+    root = Path(__file__).resolve().parents[1]
+    config = (root / "nbgrader_config.py").read_text(encoding="utf-8")
+    assert "c.Execute.timeout = CELL_TIMEOUT_S" in config and "import CELL_TIMEOUT_S" in config
+    twin = ast.parse((root / "tools" / "colab_twin.py").read_text(encoding="utf-8"))
+    twin_limit = next(node.value.value for node in twin.body if isinstance(node, ast.Assign)
+                      and getattr(node.targets[0], "id", "") == "CELL_TIMEOUT_S")
+    assert twin_limit == syllabus.CELL_TIMEOUT_S
+    spec = importlib.util.spec_from_file_location("gpu_check_for_test", root / "tools" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gpu_check
+    spec.loader.exec_module(gpu_check)
+    import inspect
+
+    assert inspect.signature(gpu_check.run_notebook).parameters["cell_timeout_s"].default == syllabus.CELL_TIMEOUT_S
+
+
+def test_a_cell_that_ran_out_of_time_is_reported_in_words():
+    from gpucourse import syllabus
+
+    message = grade.failure_message([{"output_type": "error", "ename": "CellTimeoutError", "evalue": "",
+                                      "traceback": []}])
+    assert message.startswith(f"this cell ran longer than {syllabus.CELL_TIMEOUT_S} s on this machine")
+    assert "Run it alone" in message and "Traceback" not in message

@@ -19,10 +19,12 @@ from nbclient import NotebookClient
 
 from notebook_utils import LESSONS, WRONG_KINDS, course, nbgrader, solution_path, source, wrong_answer_sets
 
+from gpucourse import syllabus
+
 pytestmark = pytest.mark.slow
 
 SOLUTION_RUNS = 5  # consecutive passing runs of each test cell with the model answer in place
-CELL_TIMEOUT_S = 240
+CELL_TIMEOUT_S = syllabus.CELL_TIMEOUT_S  # the course's one per-cell limit
 
 
 @dataclass

@@ -153,6 +153,8 @@ def failure_message(outputs: Sequence[dict]) -> str:
         name, value = errors[-1].get("ename", "Error"), ANSI_ESCAPE.sub("", errors[-1].get("evalue", "")).strip()
         if name == "NotImplementedError":
             return "not answered yet"
+        if name == "CellTimeoutError":
+            return _short(syllabus.cell_timeout_message())
         if name == "CheckFailed" and value:
             return _short(value)
         return _short(f"{name}: {value}" if value else name)

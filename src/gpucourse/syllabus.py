@@ -66,6 +66,18 @@ RENAMED: Mapping[str, tuple[str, ...]] = {
 
 MAX_LESSON_WORDS = 3_500
 MAX_CELL_WORDS = 300
+
+CELL_TIMEOUT_S = 300
+"""The one per-cell time limit: nbgrader's autograde and the learner's Validate (nbgrader_config.py), `make grade`,
+the GPU check and the test suite's notebook runs all read it. Every model answer runs in well under a minute."""
+
+
+def cell_timeout_message(seconds: float = CELL_TIMEOUT_S) -> str:
+    """What a learner reads when a cell ran out of time: what happened, on which machine, and what to try."""
+    return (f"this cell ran longer than {seconds:g} s on this machine (the course's limit per cell), so it was "
+            "stopped. Run it alone to see how long it takes; a loop over far more data or repeats than the exercise "
+            "asks for, or a timing in a format this CPU only emulates, are the usual causes; close other programs "
+            "and try again")
 WORD = re.compile(r"\w+")
 
 

@@ -1,14 +1,18 @@
 # The course's two commands: `make lab` (learn) and `make test` (check). Both set up .venv the first time.
-PYTHON ?= python3
+# The interpreter: python3 if it is 3.11 to 3.13, else the first of python3.13, python3.12, python3.11 on PATH (every
+# pinned package has wheels for these; TensorFlow 2.21 has none for Python 3.14). Override with PYTHON=...
+SUPPORTED_PYTHON := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))
+PYTHON ?= $(or $(shell for p in python3 python3.13 python3.12 python3.11; do command -v $$p >/dev/null 2>&1 && $$p -c '$(SUPPORTED_PYTHON)' 2>/dev/null && { echo $$p; break; }; done),python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 EXTRAS := torch,tensorflow,gpu,triton,course,test
 
-.PHONY: setup lab instructor-lab test test-fast test-colab time-lessons release check clean-notebooks gpu-check
+.PHONY: setup lab instructor-lab test test-fast test-colab time-lessons release check clean-notebooks gpu-check print-python
 
 $(INSTALLED): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info < (3, 14) else "Python 3.11 to 3.13 is needed: TensorFlow 2.21 publishes no wheel for Python 3.14. Install python3.13 (Homebrew: brew install python@3.13; or uv python install 3.13) and run make again, or set PYTHON=/path/to/python3.13")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt --editable ".[$(EXTRAS)]"
@@ -55,3 +59,6 @@ GPU_CHECK_REPORT ?= gpu-check-report.md
 
 gpu-check:  ## on a CUDA machine: self-test, sustained load, pytest -m gpu, every solution notebook, the recorder; one report
 	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_CHECK_PYTHON) tools/gpu_check.py --report $(GPU_CHECK_REPORT)
+
+print-python:  ## the interpreter make uses for .venv (see PYTHON at the top)
+	@echo $(PYTHON)

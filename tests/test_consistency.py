@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import tomllib
 
 import pytest
@@ -240,3 +241,28 @@ def test_ci_runs_the_colab_twin_after_the_tests() -> None:
     assert "make test-colab" in ci and ci.index("make test-colab") > ci.index("make test")
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^test-colab:.*\n\t.*tools/colab_twin\.py", makefile, re.M)
+
+
+@pytest.mark.parametrize("found, expected", [({"python3": True, "python3.13": True}, "python3"),
+                                             ({"python3": False, "python3.12": True}, "python3.12"),
+                                             ({"python3": False, "python3.13": True, "python3.11": True}, "python3.13"),
+                                             ({"python3": False}, "python3"), ({}, "python3")])
+def test_make_prefers_a_python_that_every_pinned_package_supports(tmp_path, found, expected):
+    """python3 when it is 3.11 to 3.13; where it is 3.14 (no TensorFlow wheel), python3.13, 3.12 or 3.11 first.
+    Each fake interpreter answers make's version check: exit 0 for a supported version, 1 for another."""
+    import os
+    import shutil
+    import subprocess
+
+    for name, supported in found.items():
+        fake = tmp_path / name
+        fake.write_text(f"#!/bin/sh\nexit {0 if supported else 1}\n")
+        fake.chmod(0o755)
+    tools = tmp_path / "tools"  # make alone, so that no real interpreter next to it is found
+    tools.mkdir()
+    for tool in ("make", "echo"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    result = subprocess.run(["make", "-s", "-C", str(ROOT), "print-python"], capture_output=True, text=True,
+                            env={**os.environ, "PATH": f"{tmp_path}:{tools}"}, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected

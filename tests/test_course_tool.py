@@ -250,3 +250,21 @@ def test_colab_versions_file_names_python_and_the_big_four() -> None:
     assert re.fullmatch(r"3\.\d+", versions["python"])
     assert {"torch", "tensorflow", "keras", "numpy"} <= set(versions["preinstalled"])
     assert not set(versions["runner"]) & set(versions["preinstalled"])
+
+
+def test_the_install_set_check_asks_pip_for_a_dry_run_of_the_pinned_install():
+    """tools/check_install_sets.py: pip resolves, installs nothing, for one Python version and Linux x86-64 wheels."""
+    import importlib.util
+
+    from notebook_utils import ROOT
+
+    spec = importlib.util.spec_from_file_location("check_install_sets", ROOT / "tools" / "check_install_sets.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    command = tool.pip_command("3.13")
+    assert command[1:4] == ["-m", "pip", "install"] and "--dry-run" in command and "--only-binary=:all:" in command
+    assert command[command.index("--python-version") + 1] == "3.13"
+    assert command[command.index("--constraint") + 1].endswith("constraints.txt")
+    assert command[-1].endswith("[torch,tensorflow,gpu,triton,course,test]")
+    with pytest.raises(ValueError, match="^python_version must look like '3.13'"):
+        tool.pip_command("latest")

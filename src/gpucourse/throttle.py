@@ -126,6 +126,8 @@ class TrainingTrace:
                 ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1)
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
+            if key == "gpu_util":
+                ax.set_ylim(0, 105)
         wait = axes[0].twinx()
         wait.plot(times, self.data_wait, color="tab:orange", linewidth=1)
         wait.set_ylabel("waiting for data", color="tab:orange")

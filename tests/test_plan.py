@@ -1,6 +1,6 @@
 """Tests of gpucourse.parallel.plan: the cost model of lesson 13's "choose the mix" exercise and its grader.
 
-SOLUTION is a model answer in the notebook's cell form; WRONG are the exercise's wrong answers, read from
+SOLUTION is the notebook's model answer and WRONG the exercise's wrong answers, read from solutions/13_sharding and
 tests/wrong_answers/13_sharding.py: the grader must pass the one and fail every one of the others.
 """
 
@@ -14,34 +14,10 @@ from gpucourse import parallel
 from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import plan as cost
 from gpucourse.parallel.plan import Batch, Cluster, Model, Plan
-from notebook_utils import wrong_answer_sets  # tests/ is on sys.path
+from notebook_utils import cell_by_grade_id, load, solution_path, source, wrong_answer_sets
 
-HEAD = '''\
-def choose_plan(model: Model, cluster: Cluster, batch: Batch) -> Plan:
-    """The fastest plan (dp, tp, pp, ZeRO stage) that fits in the GPUs' memory."""
-'''
-
-SOLUTION = HEAD + '''\
-    ### BEGIN SOLUTION
-    gpus = cluster.nodes * cluster.gpus_per_node
-    best, best_time = None, float("inf")
-    for tp in range(1, gpus + 1):
-        for pp in range(1, gpus // tp + 1):
-            if gpus % (tp * pp) or model.hidden % tp or model.layers % pp:
-                continue
-            dp = gpus // (tp * pp)
-            if batch.global_batch % (dp * batch.micro_batch):
-                continue
-            for zero in range(4):
-                plan = Plan(dp=dp, tp=tp, pp=pp, zero=zero)
-                if memory_per_gpu_gb(plan, model, cluster, batch) > cluster.memory_gb:
-                    continue
-                seconds = step_time_s(plan, model, cluster, batch)
-                if seconds < best_time:
-                    best, best_time = plan, seconds
-    return best
-    ### END SOLUTION
-'''
+SOLUTION = source(cell_by_grade_id(load(solution_path("13_sharding")), "ex4-solution"))
+"""The notebook's model answer (solutions/13_sharding), read from it: one source of truth."""
 
 WRONG: dict[str, str] = wrong_answer_sets("13_sharding")["ex4-solution"]
 """The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""

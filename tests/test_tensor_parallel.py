@@ -1,12 +1,13 @@
 """gpucourse.parallel.tensor_parallel: the split MLP, its grader against the wrong answers, the DTensor demo.
 
 The grader launches 2 gloo processes per call (~2-3 s here); answers whose split is wrong fail in the calling
-process before any launch. ``SOLUTION`` is a model answer in the notebook's cell form; ``WRONG_EX3`` are the wrong
-answers of tests/wrong_answers/13_sharding.py, read from there.
+process before any launch. ``SOLUTION`` is the notebook's model answer and ``WRONG_EX3`` the wrong answers of
+tests/wrong_answers/13_sharding.py, both read from their files.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -15,46 +16,15 @@ import torch
 from gpucourse import parallel
 from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import tensor_parallel as tp
-from notebook_utils import wrong_answer_sets  # tests/ is on sys.path
+from notebook_utils import cell_by_grade_id, load, release_path, solution_path, source, wrong_answer_sets
 
-_HEAD = '''\
-import torch
-from torch import nn
-import torch.nn.functional as F
-
-
-def shard_mlp(fc1: nn.Linear, fc2: nn.Linear, rank: int, world_size: int) -> tuple[nn.Linear, nn.Linear]:
-    """Rank `rank`'s (fc1_local, fc2_local): rows of fc1, the same columns of fc2, fc2's whole bias (copies)."""
-'''
-_FORWARD = '''
-
-def tp_forward(x: torch.Tensor, fc1_local: nn.Linear, fc2_local: nn.Linear, dist) -> torch.Tensor:
-    """This rank's forward: gelu(fc1_local(x)), its partial fc2 product summed over the ranks, fc2's bias once."""
-'''
-_SHARD = '''\
-    hidden = fc1.out_features
-    if hidden % world_size:
-        raise ValueError(f"world_size must divide hidden={hidden}, got world_size={world_size}")
-    part = hidden // world_size
-    rows = slice(rank * part, (rank + 1) * part)          # this rank's hidden units
-    fc1_local = nn.Linear(fc1.in_features, part, dtype=fc1.weight.dtype, device=fc1.weight.device)
-    fc2_local = nn.Linear(part, fc2.out_features, dtype=fc2.weight.dtype, device=fc2.weight.device)
-    with torch.no_grad():                                 # copy_: new, smaller tensors (not views of the full ones)
-        fc1_local.weight.copy_(fc1.weight[rows])          # column-parallel: rows = output features
-        fc1_local.bias.copy_(fc1.bias[rows])
-        fc2_local.weight.copy_(fc2.weight[:, rows])       # row-parallel: columns = input features
-        fc2_local.bias.copy_(fc2.bias)                    # whole; added once, after the sum
-    return fc1_local, fc2_local
-'''
-_TP = '''\
-    hidden = F.gelu(fc1_local(x))                         # batch x hidden/N, no communication
-    partial = F.linear(hidden, fc2_local.weight)          # batch x d_out, this rank's share of the sum
-    dist.all_reduce(partial)                              # SUM over the ranks: the one collective
-    return partial + fc2_local.bias
-'''
-SOLUTION = _HEAD + "    ### BEGIN SOLUTION\n" + _SHARD + "    ### END SOLUTION\n" + _FORWARD + \
-    "    ### BEGIN SOLUTION\n" + _TP + "    ### END SOLUTION\n"
-STUB = _HEAD + "    raise NotImplementedError()\n" + _FORWARD + "    raise NotImplementedError()\n"
+_NOTEBOOK, _RELEASE = load(solution_path("13_sharding")), load(release_path("13_sharding"))
+SOLUTION = source(cell_by_grade_id(_NOTEBOOK, "ex3-solution"))
+"""The notebook's model answer (solutions/13_sharding), read from it: one source of truth."""
+STUB = source(cell_by_grade_id(_RELEASE, "ex3-solution"))
+"""The same cell as learners receive it (notebooks/13_sharding)."""
+_ROWS = "rows = slice(rank * part, (rank + 1) * part)"
+_FORWARD_REGION = re.compile(r"(def tp_forward.*?)### BEGIN SOLUTION\n.*?### END SOLUTION\n?", re.S)
 
 WRONG_EX3: dict[str, str] = wrong_answer_sets("13_sharding")["ex3-solution"]
 """The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""
@@ -127,10 +97,9 @@ def test_each_wrong_forward_fails_in_the_workers_saying_why():
     answers = {kind: (_cell(WRONG_EX3[kind])["shard_mlp"], _cell(WRONG_EX3[kind])["tp_forward"])
                for kind in _IN_WORKERS}
     # Not a wrong answer of the notebook: a split wrong on rank 1 only, for hidden=20; the ranks must stop together.
-    one_rank = _cell(_HEAD + _SHARD.replace("rows = slice(rank * part, (rank + 1) * part)",
-                                                 "shift = -int(rank == 1 and hidden == 20)\n"
-                                                 "    rows = slice(rank * part + shift, (rank + 1) * part + shift)")
-                     + _FORWARD + _TP)
+    assert _ROWS in SOLUTION
+    one_rank = _cell(SOLUTION.replace(_ROWS, "shift = -int(rank == 1 and hidden == 20)\n"
+                                             "    rows = slice(rank * part + shift, (rank + 1) * part + shift)"))
     answers["one_rank"] = (one_rank["shard_mlp"], one_rank["tp_forward"])
     results = parallel.launch(_many_answers_worker, 2, (answers, _VISIBLE + _HIDDEN), timeout_s=120)
     for kind in _IN_WORKERS:
@@ -147,7 +116,9 @@ def test_the_untouched_stub_fails_with_not_implemented_error_only():
 
 
 def test_a_stub_forward_raises_not_implemented_error_from_the_workers():
-    half = _cell(_HEAD + _SHARD + _FORWARD + "    raise NotImplementedError()\n")
+    half_source, replaced = _FORWARD_REGION.subn(r"\1raise NotImplementedError()\n", SOLUTION)
+    assert replaced == 1
+    half = _cell(half_source)
     with pytest.raises(NotImplementedError, match="rank"):
         _grade(half, _VISIBLE)
 

@@ -100,7 +100,11 @@ def has_native_bf16() -> bool:
     gate on the capability instead.
     """
     capability = cuda_capability()
-    return capability is not None and capability >= (8, 0)
+    if capability is None:
+        return False
+    from gpucourse import native_formats  # the one table of which capability runs which format
+
+    return native_formats.support("bfloat16", "cuda", capability=capability).native
 
 
 def has_tf32() -> bool:

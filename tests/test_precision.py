@@ -605,3 +605,41 @@ def test_live_bytes_counts_what_survives_and_frees_reference_cycles_first():
         del cycle
         torch.ones(50) * 2                     # temporaries: freed at once
     assert tracker.live_bytes() == 400 and tracker.peak >= 4400
+
+
+# --------------------------------------------------------------------------- record_autocast
+
+def test_record_autocast_notes_what_was_asked_and_runs_on_the_graders_device() -> None:
+    layer = torch.nn.Linear(4, 3)
+    with precision.record_autocast("cpu") as calls:
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):  # asked for CUDA: run as CPU autocast
+            out = layer(torch.randn(2, 4))
+        with torch.amp.autocast("cpu", enabled=False):
+            plain = layer(torch.randn(2, 4))
+    assert out.dtype == torch.bfloat16 and plain.dtype == torch.float32
+    assert calls == [precision.AutocastCall("cuda", "bfloat16", True), precision.AutocastCall("cpu", None, False)]
+    assert torch.autocast is torch.amp.autocast_mode.autocast and torch.amp.autocast is torch.autocast
+
+
+def test_record_autocast_replaces_a_name_imported_into_the_answers_globals_and_restores_it() -> None:
+    namespace: dict = {}
+    exec("from torch import autocast\n"
+         "def answer(device_type):\n"
+         "    with autocast(device_type, dtype=__import__('torch').bfloat16):\n"
+         "        return 1\n", namespace)
+    real = namespace["autocast"]
+    with pytest.raises(RuntimeError, match="boom"):
+        with precision.record_autocast("cpu", namespace["answer"]) as calls:
+            namespace["answer"]("cuda")
+            raise RuntimeError("boom")
+    assert [call.device_type for call in calls] == ["cuda"]
+    assert namespace["autocast"] is real and torch.autocast is real
+
+
+def test_record_autocast_refuses_bad_arguments_by_name() -> None:
+    with pytest.raises(ValueError, match="run_on"):
+        with precision.record_autocast("gpu"):
+            pass
+    with pytest.raises(TypeError, match=r"functions\[0\]"):
+        with precision.record_autocast("cpu", len):
+            pass

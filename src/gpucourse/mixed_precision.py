@@ -5,9 +5,10 @@ Taught in lesson 14_mixed_precision. PyTorch and matplotlib are imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gpucourse._validate import one_of, positive_number
@@ -246,6 +247,61 @@ def autocast_op_dtypes(fn: Callable[[], object], device_type: str, dtype: object
     return records
 
 
+@dataclass(frozen=True)
+class AutocastCall:
+    """One ``torch.autocast(...)`` opened by the code under test: the device type and dtype it asked for."""
+
+    device_type: str
+    dtype: str | None
+    enabled: bool
+
+
+@contextlib.contextmanager
+def record_autocast(run_on: str, *functions: Callable[..., object]) -> Iterator[list[AutocastCall]]:
+    """Record every ``torch.autocast`` opened inside the block, as asked for, and run it on ``run_on`` instead.
+
+    A grader on one device can then check what an answer asks of another: an answer given ``device_type="cuda"``
+    on a CPU grader is recorded as asking for CUDA and computes under CPU autocast, so one that writes "cpu" where
+    it was given ``device_type`` is caught on any machine. ``torch.autocast`` and ``torch.amp.autocast`` are
+    replaced for the block, and so is the name in each of ``functions``' globals that is bound to autocast (an
+    answer may have written ``from torch import autocast``).
+    """
+    import torch
+
+    one_of("run_on", run_on, ("cpu", "cuda", "mps", "xpu", "meta"))
+    for index, function in enumerate(functions):
+        if not callable(function) or not isinstance(getattr(function, "__globals__", None), dict):
+            raise TypeError(f"functions[{index}] must be a Python function (its globals are searched for autocast), "
+                            f"got {type(function).__name__}")
+    real = torch.amp.autocast_mode.autocast
+    calls: list[AutocastCall] = []
+
+    class RecordedAutocast(real):  # type: ignore[misc, valid-type]
+        """torch.autocast that notes what it was asked and runs on the grader's device."""
+
+        def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+            calls.append(AutocastCall(str(device_type), None if dtype is None else _dtype_name(dtype), bool(enabled)))
+            super().__init__(run_on, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    bindings = [(torch, "autocast"), (torch.amp, "autocast")]
+    bindings += [(function.__globals__, name) for function in functions
+                 for name, value in list(function.__globals__.items()) if value is real]
+    saved = [(owner, name, owner[name] if isinstance(owner, dict) else getattr(owner, name)) for owner, name in bindings]
+    try:
+        for owner, name, _ in saved:
+            if isinstance(owner, dict):
+                owner[name] = RecordedAutocast
+            else:
+                setattr(owner, name, RecordedAutocast)
+        yield calls
+    finally:
+        for owner, name, value in saved:
+            if isinstance(owner, dict):
+                owner[name] = value
+            else:
+                setattr(owner, name, value)
+
+
 def plot_loss_scales(reference: Sequence[float], yours: Sequence[float], skipped: Sequence[bool], title: str = "",
                      ax=None):
     """log2 of the loss scale at each step for GradScaler and for your scaler, skipped steps in red; return the Axes."""
@@ -269,6 +325,6 @@ def plot_loss_scales(reference: Sequence[float], yours: Sequence[float], skipped
     return ax
 
 
-__all__ = ["CastReport", "gradient_cast_report", "plot_gradient_histogram", "autocast_dtype", "needs_grad_scaler",
+__all__ = ["AutocastCall", "record_autocast", "CastReport", "gradient_cast_report", "plot_gradient_histogram", "autocast_dtype", "needs_grad_scaler",
            "NATIVE_BF16_CAPABILITY", "OpRecord",
            "autocast_op_dtypes", "plot_loss_scales"]

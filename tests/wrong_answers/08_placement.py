@@ -212,6 +212,20 @@ WRONG: dict[str, dict[str, str]] = {
     asked = requested.lstrip("/").upper()
     return {"requested": asked, "actual": actual, "soft_placed": asked != actual}
 ''',
+        "logical_devices": '''\
+def placement_report(requested: str, fn) -> dict:
+    """Run fn() under tf.device(requested); report the requested and the actual device ("GPU:0") and if they differ."""
+    with tf.device(requested):
+        fn()
+    spec = tf.DeviceSpec.from_string(requested)
+    name = f"{spec.device_type.upper()}:{spec.device_index}"
+    present = set()
+    for device in tf.config.list_logical_devices():  # what exists, not where the result went
+        found = tf.DeviceSpec.from_string(device.name)
+        present.add(f"{found.device_type.upper()}:{found.device_index}")
+    actual = name if name in present else "CPU:0"
+    return {"requested": name, "actual": actual, "soft_placed": actual != name}
+''',
     },
     "ex5-solution": {
         # The visible test's first answer, always.

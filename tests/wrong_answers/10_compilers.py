@@ -74,6 +74,36 @@ WRONG: dict[str, dict[str, str]] = {
                 entry[0] += child.cpu_time_total
                 entry[1] += 1
 ''' + _EX1_KIND,
+        "empty_stage": '''\
+def diagnose(prof, stages) -> dict:
+    """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
+    totals = dict.fromkeys(stages, 0.0)          # CPU total of each stage, over all its calls
+    in_ops = dict.fromkeys(stages, 0.0)          # self time of the aten:: operations inside it
+    ops = {stage: {} for stage in stages}        # stage -> operation -> [self time, calls]
+    for event in prof.events():
+        if event.name not in totals:
+            continue
+        totals[event.name] += event.cpu_time_total
+        below = list(event.cpu_children)
+        while below:                             # the whole subtree, not only the direct children
+            child = below.pop()
+            below.extend(child.cpu_children)
+            if child.name.startswith("aten::"):
+                in_ops[event.name] += child.self_cpu_time_total
+                entry = ops[event.name].setdefault(child.name, [0.0, 0])
+                entry[0] += child.self_cpu_time_total
+                entry[1] += 1
+    missing = [stage for stage in stages if not totals[stage]]
+    if missing:
+        raise ValueError(f"no profiler event for the stage(s) {missing}")
+    stage = max(stages, key=totals.get)
+    op, (self_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])  # fails when the stage ran no op
+    if calls >= 100 and self_us / calls < 50:
+        return {"stage": stage, "op": op, "kind": "launch-bound"}
+    if in_ops[stage] >= 0.5 * totals[stage]:
+        return {"stage": stage, "op": op, "kind": "op-bound"}
+    return {"stage": stage, "op": None, "kind": "waiting"}
+''',
     },
     "ex2-solution": {
         # The visible test's first answer.

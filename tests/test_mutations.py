@@ -140,10 +140,11 @@ disable_warnings = no-data-collected, module-not-measured
         cov.combine(data_paths=[str(self.folder)], keep=True)
         report = self.folder / "report.json"
         cov.json_report(outfile=str(report), ignore_errors=True)
-        files = json.loads(report.read_text())["files"]
+        files = {str((Path.cwd() / name).resolve()): data  # names under the working directory come relative
+                 for name, data in json.loads(report.read_text())["files"].items()}
         missing = {}
         for grade_id, path in self.cells.items():
-            data = files.get(str(path))
+            data = files.get(str(path.resolve()))
             if data is None:
                 missing[grade_id] = "never ran under measurement"
                 continue

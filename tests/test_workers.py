@@ -198,3 +198,20 @@ def test_a_bad_start_method_is_named(monkeypatch):
     monkeypatch.setenv("GPUCOURSE_WORKER_START", "fork")
     with pytest.raises(ValueError, match="GPUCOURSE_WORKER_START"):
         workers.start_method()
+
+
+def test_code_shipped_to_a_worker_keeps_its_file_name() -> None:
+    """cloudpickle names shipped code '<dynamic-code>'; launch keeps the cell's file name (tracebacks, coverage)."""
+    import pickle
+
+    from gpucourse.parallel.workers import _dumps_keeping_file_names
+
+    namespace: dict = {}
+    exec(compile("def outer(x):\n    inner = lambda y: y * 2\n    return inner(x) + 1\n", "/cells/answer.py", "exec"),
+         namespace)
+    shipped = pickle.loads(_dumps_keeping_file_names((namespace["outer"], 3)))
+    function, argument = shipped
+    assert function(argument) == 7
+    assert function.__code__.co_filename == "/cells/answer.py"
+    nested = [const for const in function.__code__.co_consts if hasattr(const, "co_filename")]
+    assert nested and all(code.co_filename == "/cells/answer.py" for code in nested)

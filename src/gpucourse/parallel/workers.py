@@ -361,7 +361,7 @@ def launch(fn: Callable[..., object], world_size: int, args: Sequence[object] = 
     if port is not None:
         _check_port(port)
     try:
-        task = cloudpickle.dumps((fn, tuple(args), world_size, active_off_limits()))
+        task = _dumps_keeping_file_names((fn, tuple(args), world_size, active_off_limits()))
     except Exception as error:
         raise TypeError(f"args must be picklable (they travel to the worker processes): {error}") from None
     for attempt in range(2):
@@ -440,6 +440,29 @@ def _launch_once(task: bytes, world_size: int, timeout_s: float, threads: int, b
     finally:
         _stop(processes)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _dumps_keeping_file_names(payload: object) -> bytes:
+    """``cloudpickle.dumps``, except that code shipped by value keeps its file name (cloudpickle writes
+    '<dynamic-code>'): a worker's traceback then names the notebook cell, and the course's tests can measure which
+    lines of a learner's function ran in the workers."""
+    import collections
+    import io
+    import types
+
+    import cloudpickle
+    from cloudpickle import cloudpickle as implementation
+
+    def code_reduce(code: types.CodeType) -> tuple:
+        constructor, fields = implementation._code_reduce(code)
+        return constructor, tuple(code.co_filename if field == "<dynamic-code>" else field for field in fields)
+
+    class Pickler(cloudpickle.Pickler):  # the C pickler reads dispatch_table once, when it is made
+        dispatch_table = collections.ChainMap({types.CodeType: code_reduce}, cloudpickle.Pickler.dispatch_table)
+
+    buffer = io.BytesIO()
+    Pickler(buffer).dump(payload)
+    return buffer.getvalue()
 
 
 def _write_atomically(path: str, payload: bytes) -> None:

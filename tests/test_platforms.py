@@ -117,6 +117,33 @@ def test_nccl_elsewhere_names_the_system_and_the_gloo_fallback(fake_system, name
             in found.reason) and "Kaggle" in found.reason
 
 
+@pytest.mark.parametrize(("name", "gpus", "nccl", "expected"), [
+    ("linux", 2, True, ""), ("linux", 4, True, ""),
+    ("linux", 1, True, "2 processes, 1 CUDA GPU(s) visible here"),
+    ("linux", 2, False, "this PyTorch build has none (a CPU build)"),
+    ("macos", 0, False, "ships in PyTorch's Linux builds only, so not on this macOS (Apple silicon) machine"),
+    ("windows", 2, False, "so not on this Windows (AMD64) machine"),
+])
+def test_nccl_refusal_says_why_in_one_sentence(fake_system, name, gpus, nccl, expected):
+    """What parallel.pick_backend(2, 'nccl') raises where NCCL cannot serve two processes (empty where it can)."""
+    fake_system(name)
+    refusal = platforms.nccl_refusal(2, gpus, nccl)
+    if not expected:
+        assert refusal == ""
+        return
+    assert refusal.startswith("backend='nccl' needs one CUDA GPU per process") and expected in refusal
+    assert "backend='gloo'" in refusal and _one_sentence(refusal)
+
+
+def test_nccl_refusal_rejects_bad_input_naming_the_argument():
+    with pytest.raises(ValueError, match="world_size"):
+        platforms.nccl_refusal(0, 1, True)
+    with pytest.raises(ValueError, match="gpus"):
+        platforms.nccl_refusal(2, -1, True)
+    with pytest.raises(TypeError, match="^nccl must be a bool"):
+        platforms.nccl_refusal(2, 2, 1)
+
+
 def test_require_raises_an_import_error_that_ipython_shows_as_one_line(fake_system):
     fake_system("macos")
     found = platforms.available("triton")

@@ -163,6 +163,30 @@ def _nccl() -> Availability:
 _CHECKS = {"triton": _triton, "nccl": _nccl}
 
 
+def nccl_refusal(world_size: int, gpus: int, nccl: bool) -> str:
+    """Why ``backend='nccl'`` cannot serve ``world_size`` processes here, in one sentence ('' if it can).
+
+    ``gpus`` is the number of CUDA GPUs visible and ``nccl`` whether this PyTorch build has NCCL (the launcher's own
+    checks, passed in so that its tests can fake them); the sentence names the system where NCCL does not exist.
+    """
+    from gpucourse._validate import non_negative_int, positive_int
+
+    world_size, gpus = positive_int("world_size", world_size), non_negative_int("gpus", gpus)
+    if not isinstance(nccl, bool):
+        raise TypeError(f"nccl must be a bool (does this PyTorch build have NCCL?), got {nccl!r}")
+    if nccl and gpus >= world_size:
+        return ""
+    gloo = "use backend='gloo', which runs the same collectives on the CPU"
+    if not nccl and sys.platform != "linux":
+        return (f"backend='nccl' needs one CUDA GPU per process and NCCL, which ships in PyTorch's Linux builds only, "
+                f"so not on this {system_name()} machine: {gloo}.")
+    if not nccl:
+        return (f"backend='nccl' needs one CUDA GPU per process and NCCL, and this PyTorch build has none (a CPU "
+                f"build): {gloo}, or install a CUDA build of PyTorch on a machine with NVIDIA GPUs.")
+    return (f"backend='nccl' needs one CUDA GPU per process: {world_size} processes, {gpus} CUDA GPU(s) visible "
+            f"here; {gloo} (or one GPU shared by several processes).")
+
+
 def available(part: str) -> Availability:
     """Whether ``part`` (one of :data:`PARTS`) runs on this machine, with one sentence why not where it does not."""
     if not isinstance(part, str) or part not in _CHECKS:
@@ -170,4 +194,4 @@ def available(part: str) -> Availability:
     return _CHECKS[part]()
 
 
-__all__ = ["Availability", "NotAvailableHere", "PARTS", "available", "system_name"]
+__all__ = ["Availability", "NotAvailableHere", "PARTS", "available", "nccl_refusal", "system_name"]

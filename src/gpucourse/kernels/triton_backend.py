@@ -23,18 +23,34 @@ from collections.abc import Iterator
 
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic, _is_tensor
 
-TRITON_MISSING = ("Triton is not installed here: it has wheels for Linux only. Take this lesson on Google Colab "
-                  "(the badge at the top; Colab's PyTorch brings Triton), or on Linux run: "
-                  "pip install 'gpucourse[triton]'.")
-
-
 def require_triton():
-    """Import and return the ``triton`` module, or raise ImportError saying to take lesson 06 on Colab."""
-    try:
-        import triton
-    except ImportError as error:
-        raise ImportError(TRITON_MISSING) from error
+    """Import and return the ``triton`` module, or raise :class:`gpucourse.platforms.NotAvailableHere` (an
+    ImportError shown as one sentence) saying why it cannot run here and what to do (lesson 06 on Colab)."""
+    from gpucourse import platforms
+
+    platforms.available("triton").require()
+    import triton
+
     return triton
+
+
+def triton_modules() -> tuple[object, object, object]:
+    """(triton, triton.language, the course's :mod:`~gpucourse.kernels.triton_kernels`) where Triton runs; elsewhere
+    three stand-ins whose every use raises :class:`~gpucourse.platforms.NotAvailableHere` with the one sentence of
+    ``platforms.available("triton")``, so that lesson 06's kernels can be defined in functions on any machine and a
+    cell that uses one fails in that sentence, not in a traceback."""
+    from gpucourse import platforms
+
+    availability = platforms.available("triton")
+    if not availability.ok:
+        return (availability.stand_in("triton"), availability.stand_in("triton.language"),
+                availability.stand_in("gpucourse.kernels.triton_kernels"))
+    import triton
+    import triton.language as tl
+
+    from gpucourse.kernels import triton_kernels
+
+    return triton, tl, triton_kernels
 
 
 class OutOfBounds(IndexError):
@@ -329,6 +345,6 @@ def describe_mode(device: object) -> str:
             "results and exact memory traffic, but no GPU speed")
 
 
-__all__ = ["TRITON_MISSING", "LaunchRecord", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic",
-           "describe_mode", "is_power_of_two", "launch", "launches_compiled", "require_triton", "runs_compiled"]
+__all__ = ["LaunchRecord", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode",
+           "is_power_of_two", "launch", "launches_compiled", "require_triton", "runs_compiled", "triton_modules"]
 

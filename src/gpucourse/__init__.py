@@ -7,7 +7,7 @@ import re
 import sys
 import tempfile
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def quiet_frameworks() -> None:

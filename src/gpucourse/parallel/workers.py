@@ -138,10 +138,9 @@ def pick_backend(world_size: int, backend: str = "auto") -> str:
     if backend == "auto":
         return "nccl" if nccl_usable else "gloo"
     if backend == "nccl" and not nccl_usable:
-        why = ("this torch build has no NCCL (NCCL exists on Linux CUDA builds only)" if not _nccl_available()
-               else f"{world_size} processes, {gpus} CUDA GPU(s) visible")
-        raise ValueError(f"backend='nccl' needs one CUDA GPU per process: {why}; use backend='gloo' "
-                         "(on CPUs, or with one GPU shared by several processes)")
+        from gpucourse import platforms
+
+        raise ValueError(platforms.nccl_refusal(world_size, gpus, nccl=_nccl_available()))
     return backend
 
 

@@ -1,6 +1,7 @@
 # The course's two commands: `make lab` (learn) and `make test` (check). Both set up .venv the first time.
 # The interpreter: python3 if it is 3.11 to 3.13, else the first of python3.13, python3.12, python3.11 on PATH (every
-# pinned package has wheels for these; TensorFlow 2.21 has none for Python 3.14). Override with PYTHON=...
+# pinned package has wheels for these), else python3: on 3.14 the course installs without TensorFlow, which has no
+# wheel for it yet (an environment marker in pyproject.toml), and TensorFlow cells skip. Override with PYTHON=...
 SUPPORTED_PYTHON := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))
 PYTHON ?= $(or $(shell for p in python3 python3.13 python3.12 python3.11; do command -v $$p >/dev/null 2>&1 && $$p -c '$(SUPPORTED_PYTHON)' 2>/dev/null && { echo $$p; break; }; done),python3)
 VENV ?= .venv
@@ -12,7 +13,7 @@ EXTRAS := torch,tensorflow,gpu,triton,course,test
 
 $(INSTALLED): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11)")'
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info < (3, 14) else "Python 3.11 to 3.13 is needed: TensorFlow 2.21 publishes no wheel for Python 3.14. Install python3.13 (Homebrew: brew install python@3.13; or uv python install 3.13) and run make again, or set PYTHON=/path/to/python3.13")'
+	@$(PYTHON) -c 'import sys; sys.version_info < (3, 14) or print("Note: TensorFlow publishes no wheel for Python 3.14 yet, so the course installs without it and its TensorFlow cells say so and skip. For them, install python3.13 (brew install python@3.13, or uv python install 3.13), delete .venv and run make again.")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt --editable ".[$(EXTRAS)]"

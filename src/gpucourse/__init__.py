@@ -80,11 +80,13 @@ def import_tensorflow():
 
 
 def setup() -> "hardware.EnvironmentReport":
-    """Prepare a lesson: silence framework start-up noise, load triton before any TensorFlow, print the report."""
+    """Prepare a lesson: silence framework start-up noise, load triton before any TensorFlow, skip TensorFlow
+    cells where it cannot be installed, print the report."""
     quiet_frameworks()
     load_triton_before_tensorflow()
-    from gpucourse import hardware
+    from gpucourse import hardware, without_tensorflow
 
+    without_tensorflow.install()  # where TensorFlow cannot be installed, its cells say so and skip it
     report = hardware.environment_report()
     print(report.one_line())
     return report

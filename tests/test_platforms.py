@@ -181,7 +181,7 @@ def test_triton_modules_hand_out_stand_ins_where_triton_cannot_run(fake_system):
 
 @pytest.mark.parametrize("part", ["cuda", "", None, ["triton"]])
 def test_unknown_parts_are_refused_naming_the_argument(part):
-    with pytest.raises(ValueError, match=r"^part must be one of \['triton', 'nccl'\]"):
+    with pytest.raises(ValueError, match=r"^part must be one of \['triton', 'nccl', 'tensorflow'\]"):
         platforms.available(part)
 
 
@@ -230,3 +230,12 @@ def test_lesson_06_without_triton_skips_each_triton_cell_in_one_sentence(tmp_pat
     assert skipped == ["imports", "add-kernel", "no-mask-demo", "fusion-demo", "fusion-bound", "ex1-smoke",
                        "ex2-smoke", "softmax-time", "ex3-smoke", "autotune", "ex4-smoke"]
     assert json.dumps([cell.get("outputs", []) for cell in book.cells]).count("Traceback") == 0
+
+
+def test_tensorflow_missing_is_one_sentence_naming_how_to_get_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # as if not installed
+    found = platforms.available("tensorflow")
+    assert not found.ok and found.reason.startswith("TensorFlow is not installed in this Python")
+    assert "pip install -e '.[tensorflow]'" in found.reason and found.reason.count(": ") == 1
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    assert platforms.available("tensorflow").ok  # installed in the test environment, found without importing it

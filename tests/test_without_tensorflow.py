@@ -17,6 +17,19 @@ from gpucourse import without_tensorflow
 from gpucourse.platforms import NotAvailableHere
 
 
+@pytest.fixture(autouse=True)
+def tensorflow_missing(monkeypatch):
+    """This process as on an install without TensorFlow (the sentence is platforms.available's)."""
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+
+
+def test_the_sentence_is_the_one_platforms_gives_for_tensorflow():
+    from gpucourse import platforms
+
+    availability = platforms.available("tensorflow")
+    assert not availability.ok and without_tensorflow.reason() == availability.reason != ""
+
+
 def _run_cells(cells: list[str], capsys) -> tuple[dict, list[str]]:
     """Run cells through one transformer, as IPython would: (namespace, what each cell printed)."""
     skipper, namespace, printed = without_tensorflow.SkipTensorFlow(), {}, []
@@ -69,11 +82,13 @@ def test_tensorflow_words(name, expected):
 
 
 def test_active_only_where_tensorflow_is_missing_and_asked_for(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tensorflow", None)  # as if not installed
     monkeypatch.setenv(without_tensorflow.FORCE_ENV, "1")
     assert without_tensorflow.active()
     monkeypatch.setenv(without_tensorflow.FORCE_ENV, "0")
     assert without_tensorflow.active() is (sys.version_info >= (3, 14))
+    monkeypatch.delitem(sys.modules, "tensorflow")  # installed here: nothing to skip
+    monkeypatch.setenv(without_tensorflow.FORCE_ENV, "1")
+    assert not without_tensorflow.active()
     monkeypatch.setenv(without_tensorflow.FORCE_ENV, "yes")
     with pytest.raises(ValueError, match=without_tensorflow.FORCE_ENV):
         without_tensorflow.active()
@@ -133,7 +148,6 @@ def test_a_lesson_runs_without_tensorflow_saying_why_in_each_cell_that_needs_it(
     book = nbformat.read(solution_path(lesson), as_version=4)
     NotebookClient(book, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path / lesson)}}).execute()
-    monkeypatch.setitem(sys.modules, "tensorflow", None)
     reason = without_tensorflow.reason()
     skipping, failed = [], []
     for index, cell in enumerate(book.cells):

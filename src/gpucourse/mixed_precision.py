@@ -283,23 +283,15 @@ def record_autocast(run_on: str, *functions: Callable[..., object]) -> Iterator[
             calls.append(AutocastCall(str(device_type), None if dtype is None else _dtype_name(dtype), bool(enabled)))
             super().__init__(run_on, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-    bindings = [(torch, "autocast"), (torch.amp, "autocast")]
-    bindings += [(function.__globals__, name) for function in functions
-                 for name, value in list(function.__globals__.items()) if value is real]
-    saved = [(owner, name, owner[name] if isinstance(owner, dict) else getattr(owner, name)) for owner, name in bindings]
+    namespaces = [vars(torch), vars(torch.amp)] + [function.__globals__ for function in functions]
+    bound = [(namespace, name) for namespace in namespaces for name, value in list(namespace.items()) if value is real]
     try:
-        for owner, name, _ in saved:
-            if isinstance(owner, dict):
-                owner[name] = RecordedAutocast
-            else:
-                setattr(owner, name, RecordedAutocast)
+        for namespace, name in bound:
+            namespace[name] = RecordedAutocast
         yield calls
     finally:
-        for owner, name, value in saved:
-            if isinstance(owner, dict):
-                owner[name] = value
-            else:
-                setattr(owner, name, value)
+        for namespace, name in bound:
+            namespace[name] = real
 
 
 def plot_loss_scales(reference: Sequence[float], yours: Sequence[float], skipped: Sequence[bool], title: str = "",

@@ -1,11 +1,13 @@
 """Which parts of the course run on this machine, and one sentence saying why where one does not.
 
-Two parts of the course exist for Linux only:
+Two parts of the course exist for Linux only, and one not yet for every Python:
 
 - ``"triton"``: Triton (lesson 06) publishes wheels for Linux only; the course installs it there (its ``triton``
   extra has a ``sys_platform == 'linux'`` marker) and Colab's PyTorch brings its own;
 - ``"nccl"``: NCCL, the library through which GPUs exchange data (lessons 12 and 13), ships inside PyTorch's Linux
-  CUDA builds only; without it the lessons' process groups use gloo on the CPU.
+  CUDA builds only; without it the lessons' process groups use gloo on the CPU;
+- ``"tensorflow"``: TensorFlow publishes no wheel for Python 3.14 yet; the course installs without it there, and
+  :mod:`gpucourse.without_tensorflow` skips its statements with this module's sentence.
 
 :func:`available` decides from what it can read without loading anything heavy: ``sys.platform``,
 ``platform.machine()``, ``importlib.util.find_spec`` and, for NCCL, ``torch.distributed.is_nccl_available()``. It
@@ -27,7 +29,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
-PARTS = ("triton", "nccl")
+PARTS = ("triton", "nccl", "tensorflow")
 """The parts :func:`available` knows."""
 
 _SYSTEMS = {"linux": "Linux", "darwin": "macOS", "win32": "Windows", "cygwin": "Windows (Cygwin)"}
@@ -160,7 +162,23 @@ def _nccl() -> Availability:
     return Availability("nccl", True)
 
 
-_CHECKS = {"triton": _triton, "nccl": _nccl}
+def _tensorflow() -> Availability:
+    """TensorFlow: installed in this Python (it publishes no wheel for Python 3.14 yet)."""
+    if _has_module("tensorflow"):
+        return Availability("tensorflow", True)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if sys.version_info >= (3, 14):
+        return Availability("tensorflow", False,
+                            f"TensorFlow publishes no wheel for Python {version} yet, so the course was installed "
+                            "without it and this cell's TensorFlow lines were skipped: for them, run the course on "
+                            "Python 3.11 to 3.13 (install python3.13, then make again) or open the lesson on Colab.")
+    return Availability("tensorflow", False,
+                        "TensorFlow is not installed in this Python, so this cell's TensorFlow lines were skipped: for "
+                        "them, run pip install -e '.[tensorflow]' in the course folder and restart the kernel, or "
+                        "open the lesson on Colab.")
+
+
+_CHECKS = {"triton": _triton, "nccl": _nccl, "tensorflow": _tensorflow}
 
 
 def nccl_refusal(world_size: int, gpus: int, nccl: bool) -> str:

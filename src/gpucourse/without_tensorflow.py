@@ -15,9 +15,10 @@ underscore-separated words is ``tf``, ``tensorflow`` or ``keras`` (``tf.matmul``
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import sys
+
+from gpucourse import platforms
 
 FORCE_ENV = "GPUCOURSE_WITHOUT_TENSORFLOW"
 """Set to 1 to skip TensorFlow statements where TensorFlow is missing on any Python (the course's tests do)."""
@@ -27,14 +28,8 @@ TENSORFLOW_MODULES = frozenset({"tensorflow", "keras", "tf_keras"})
 
 
 def reason() -> str:
-    """The one sentence a skipped cell prints: why TensorFlow is missing here and how to get it."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if sys.version_info >= (3, 14):
-        return (f"TensorFlow publishes no wheel for Python {version} yet, so the course was installed without it and "
-                "this cell's TensorFlow lines were skipped: for them, run the course on Python 3.11 to 3.13 (install "
-                "python3.13, then make again) or open the lesson on Colab.")
-    return ("TensorFlow is not installed in this Python, so this cell's TensorFlow lines were skipped: for them, run "
-            "pip install -e '.[tensorflow]' in the course folder and restart the kernel, or open the lesson on Colab.")
+    """The one sentence a skipped cell prints (:func:`gpucourse.platforms.available`'s, for "tensorflow")."""
+    return platforms.available("tensorflow").reason
 
 
 def active() -> bool:
@@ -42,7 +37,7 @@ def active() -> bool:
     if os.environ.get(FORCE_ENV, "") not in ("", "0", "1"):
         raise ValueError(f"{FORCE_ENV} must be 0 or 1, got {os.environ[FORCE_ENV]!r}")
     wanted = sys.version_info >= (3, 14) or os.environ.get(FORCE_ENV) == "1"
-    return wanted and importlib.util.find_spec("tensorflow") is None
+    return wanted and not platforms.available("tensorflow").ok
 
 
 def _is_tensorflow_word(identifier: str) -> bool:

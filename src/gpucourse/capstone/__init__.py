@@ -1,10 +1,10 @@
 """Lesson 16, the capstone (16_capstone): one small CNN trained fast and measured honestly, and the cost of a run.
 
 One module per job: ``datasets`` (MNIST, Fashion-MNIST or the shipped 8x8 digits), ``models`` (the CNN and its Keras
-twin), ``training`` (the loop whose options are the course's techniques, the speed score and time budget),
-``live_plots`` (the live plot and the speed-up report), ``step_switches`` (torch.compile, CUDA Graphs and
-cudnn.benchmark timed on one step), ``keras_twin`` (the same CNN trained with Keras) and ``cost``
-(cloud against on-premise). Every public name is importable from ``gpucourse.capstone`` itself.
+twin), ``training`` (the loop whose options are the course's techniques, the speed-up rows of its results, the speed
+score and time budget), ``live_plots`` (the live plot, the speed-up table and chart), ``step_switches``
+(torch.compile, CUDA Graphs and cudnn.benchmark timed on one step), ``keras_twin`` (the same CNN trained with Keras)
+and ``cost`` (cloud against on-premise). Every public name is importable from ``gpucourse.capstone`` itself.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from gpucourse.capstone.datasets import (DATA_DIR_VARIABLE, DATASETS, IDX_FILES,
                                          data_dir, download_dataset, fetch_url, load_data, load_digits_data,
                                          network_available, read_idx)
 from gpucourse.capstone.keras_twin import KerasResult, train_keras
-from gpucourse.capstone.live_plots import LivePlot, plot_examples, plot_speedups, show_speedups, speedup_rows
+from gpucourse.capstone.live_plots import LivePlot, plot_examples, plot_speedups, show_speedups
 from gpucourse.capstone.models import (count_parameters, import_keras, keras_small_cnn, small_cnn,
                                        training_flops_per_image)
 from gpucourse.capstone.step_switches import (StepTiming, compile_backend, payback_steps, show_step_timings,
                                              time_step_variants)
 from gpucourse.capstone.training import (FEEDS, OPTIMIZERS, PRECISIONS, OnTheFlyImages, TrainConfig, TrainResult,
-                                         autocast_dtype, evaluate, speed_score, time_budget_s, train)
+                                         autocast_dtype, evaluate, speed_score, speedup_rows, time_budget_s, train)
 from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-exported: lessons import them from here)
 
 __all__ = [

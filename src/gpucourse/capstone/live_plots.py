@@ -7,16 +7,12 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpucourse._validate import list_of, non_negative_number, positive_int, positive_number
+from gpucourse._validate import non_negative_number, positive_int, positive_number
 from gpucourse.capstone.datasets import ImageData
 from gpucourse.plots import show_table
-
-if TYPE_CHECKING:
-    from gpucourse.capstone.training import TrainResult
 
 
 class LivePlot:
@@ -95,25 +91,6 @@ class LivePlot:
         """Draw the final picture (in Jupyter it replaces the live one; elsewhere ``figure`` holds it)."""
         if self.history and self._stale:
             self._show()
-
-
-def speedup_rows(results: Sequence[TrainResult]) -> list[dict]:
-    """Rows of the speed-up table: throughput and time-to-accuracy of each run against the first (the baseline)."""
-    from gpucourse.capstone.training import TrainResult  # not at the top: training imports this module
-
-    results = list_of("results", results, TrainResult, non_empty=True)  # the first is the baseline
-    base = results[0]
-    rows = []
-    for run in results:
-        tta = run.time_to_accuracy_s
-        rows.append({
-            "technique": run.config.label or "run",
-            "images_per_s": run.images_per_s,
-            "throughput_speedup": run.images_per_s / base.images_per_s if base.images_per_s else None,
-            "time_to_accuracy_s": tta,
-            "tta_speedup": base.time_to_accuracy_s / tta if tta and base.time_to_accuracy_s else None,
-        })
-    return rows
 
 
 def plot_speedups(rows: Sequence[dict], title: str = "", ax=None):

@@ -1,8 +1,9 @@
 """The capstone's training loop (16_capstone): the course's techniques as options, measured honestly.
 
 One loop whose options are the course's techniques (device, how the data is fed, batch size, mixed precision,
-channels-last), with a progress bar, a live plot, synchronised throughput and time-to-accuracy; the device's
-speed score and the time budget it scales. torch is imported only when a function needs it.
+channels-last), with a progress bar, a live plot, synchronised throughput and time-to-accuracy; the speed-up rows
+of a list of runs; the device's speed score and the time budget it scales. torch is imported only when a function
+needs it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import math
 import numbers
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpucourse._validate import non_negative_int, non_negative_number, one_of, positive_int, positive_number
+from gpucourse._validate import list_of, non_negative_int, non_negative_number, one_of, positive_int, positive_number
 from gpucourse.capstone.datasets import ImageData
 from gpucourse.capstone.live_plots import LivePlot
 from gpucourse.capstone.models import _image_size, small_cnn
@@ -107,6 +108,23 @@ class TrainResult:
                    ("target not reached" if self.config.target_accuracy else "no target set"))
         return (f"{name}: {self.images_per_s:,.0f} images/s on {self.device} ({self.precision_used}); "
                 f"test accuracy {self.final_accuracy:.1%} after {self.train_seconds:.2f} s of training; {reached}")
+
+
+def speedup_rows(results: Sequence[TrainResult]) -> list[dict]:
+    """Rows of the speed-up table: throughput and time-to-accuracy of each run against the first (the baseline)."""
+    results = list_of("results", results, TrainResult, non_empty=True)  # the first is the baseline
+    base = results[0]
+    rows = []
+    for run in results:
+        tta = run.time_to_accuracy_s
+        rows.append({
+            "technique": run.config.label or "run",
+            "images_per_s": run.images_per_s,
+            "throughput_speedup": run.images_per_s / base.images_per_s if base.images_per_s else None,
+            "time_to_accuracy_s": tta,
+            "tta_speedup": base.time_to_accuracy_s / tta if tta and base.time_to_accuracy_s else None,
+        })
+    return rows
 
 
 def _device(device: object = "auto"):

@@ -128,6 +128,31 @@ def test_op_name_reads_functions_methods_and_modules():
     assert compilers.op_name("layers.0.fc1") == "fc1"
 
 
+def test_quiet_compilation_drops_only_the_two_known_messages(capsys) -> None:
+    """On Colab's CPU runtime a first torch.compile logs "No CUDA runtime is found" and, on Python 3.13.0, a guards
+    warning; both are dropped inside quiet_compilation, while any other log line or warning still reaches stderr."""
+    import logging
+    import warnings
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    handler = logging.StreamHandler()  # stderr, as torch's own handler
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with compilers.quiet_compilation():
+                logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'")
+                warnings.warn("Guards may run slower on Python 3.13.0. Consider upgrading", RuntimeWarning)
+                logger.warning("something else")
+                warnings.warn("another warning", RuntimeWarning)
+            logger.warning("No CUDA runtime is found, outside")
+    finally:
+        logger.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "something else" in err and "outside" in err and "using CUDA_HOME" not in err
+    assert [str(w.message) for w in caught] == ["another warning"]
+
+
 def test_quiet_drops_the_tf32_notice_and_dynamo_warnings_only(capfd):
     import logging
     import warnings

@@ -28,19 +28,37 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpucourse._validate import positive_int, positive_number
+from gpucourse.timing import NO_CUDA_RUNTIME_MESSAGE, _DropMessage
 
 _DYNAMO_LOGGER = "torch._dynamo"
 TF32_NOTICE = "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"
 """Start of inductor's notice on an Ampere or newer GPU (lesson 07 teaches TF32): dropped by :func:`quiet`."""
 
 
+GUARDS_WARNING = "Guards may run slower on Python 3.13.0"
+"""Start of the RuntimeWarning torch.compile gives on Python 3.13.0 (Colab's twin): harmless, and not ours to fix."""
+
+
+@contextlib.contextmanager
+def quiet_compilation() -> Iterator[None]:
+    """Drop the two known, harmless stderr lines of a first ``torch.compile`` on a CPU runtime with a CUDA build of
+    torch (Colab's): "No CUDA runtime is found" and Python 3.13.0's guards warning. Anything else still shows."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    drop = _DropMessage(NO_CUDA_RUNTIME_MESSAGE)
+    logger.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=GUARDS_WARNING, category=RuntimeWarning)
+            yield
+    finally:
+        logger.removeFilter(drop)
+
+
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """Compile without stderr: the capstone's known harmless lines, inductor's TF32 notice, and Dynamo's warnings (a
-    graph break from ``Tensor.item()``, the recompile limit reached), which :func:`break_report` and
+    """Compile without stderr: :func:`quiet_compilation`'s known harmless lines, inductor's TF32 notice, and Dynamo's
+    warnings (a graph break from ``Tensor.item()``, the recompile limit reached), which :func:`break_report` and
     :class:`GraphRecorder` report."""
-    from gpucourse.capstone.step_switches import quiet_compilation
-
     logger = logging.getLogger(_DYNAMO_LOGGER)
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -256,5 +274,5 @@ def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[]
 
 
 __all__ = ["BreakReport", "ClippedMLP", "GraphRecorder", "TinyBlock", "break_report", "choose_backend", "count_graphs",
-           "gelu_tanh", "op_name", "quiet", "recompile_limit", "rms_norm", "serve_batches", "time_compile",
-           "traceable_forward"]
+           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "rms_norm", "serve_batches",
+           "time_compile", "traceable_forward"]

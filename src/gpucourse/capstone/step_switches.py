@@ -9,10 +9,9 @@ compile and falls back to ``aot_eager`` (tracing without code generation) with t
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_int, positive_int
@@ -21,30 +20,6 @@ VARIANTS = ("eager", "torch.compile", "torch.compile + CUDA Graphs", "cudnn.benc
 """The step variants :func:`time_step_variants` knows; the last two act on a CUDA GPU only."""
 
 GPU_ONLY = ("torch.compile + CUDA Graphs", "cudnn.benchmark")
-
-
-GUARDS_WARNING = "Guards may run slower on Python 3.13.0"
-"""Start of the RuntimeWarning torch.compile gives on Python 3.13.0 (Colab's twin): harmless, and not ours to fix."""
-
-
-@contextlib.contextmanager
-def quiet_compilation() -> Iterator[None]:
-    """Drop the two known, harmless stderr lines of a first ``torch.compile`` on a CPU runtime with a CUDA build of
-    torch (Colab's): "No CUDA runtime is found" and Python 3.13.0's guards warning. Anything else still shows."""
-    import logging
-    import warnings
-
-    from gpucourse.timing import NO_CUDA_RUNTIME_MESSAGE, _DropMessage
-
-    logger = logging.getLogger("torch.utils.cpp_extension")
-    drop = _DropMessage(NO_CUDA_RUNTIME_MESSAGE)
-    logger.addFilter(drop)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=GUARDS_WARNING, category=RuntimeWarning)
-            yield
-    finally:
-        logger.removeFilter(drop)
 
 
 def compile_backend() -> tuple[str, str | None]:
@@ -83,6 +58,7 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
 
     from gpucourse.capstone.models import _image_size
     from gpucourse.capstone.training import _device
+    from gpucourse.compilers import quiet_compilation
     from gpucourse.timing import sync_for
 
     size = _image_size(image_size)

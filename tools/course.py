@@ -6,6 +6,7 @@
     python tools/course.py check      fail if any of the above would change a committed file
     python tools/course.py workspace  copy the student notebooks into work/ (never overwrites)
     python tools/course.py gradebook  register every lesson in the instructor's gradebook (notebooks/ untouched)
+    python tools/course.py report LESSON  after autograde: per exercise the mean, full marks, the most failed checks
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ WORKSPACE = ROOT / "work"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
+# The setup cell shows as its title line only: a form on Colab (from its '# @title' line), hidden code in JupyterLab.
+SETUP_TITLE_PREFIX = "# @title "
+SETUP_FORM_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 # Colab opens a notebook carrying this on a GPU runtime (a T4), so a learner need not switch before the setup cell.
 COLAB_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 LESSONS_START, LESSONS_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
@@ -98,9 +102,19 @@ def badge_markdown(lesson: str) -> str:
 def setup_cell_source() -> str:
     """The setup cell every lesson starts with, filled in from the settings (on Colab it installs release v<version>)."""
     text = (TEMPLATES / "setup_cell.py").read_text(encoding="utf-8")
+    check_setup_title(text.partition("\n")[0])
     for key, value in settings().items():
         text = text.replace("{" + key + "}", value)
     return text.rstrip("\n")
+
+
+def check_setup_title(line: str) -> None:
+    """Refuse a first line that Colab would not show as a plain form title ('# @title Words', no option braces)."""
+    if not isinstance(line, str):
+        raise TypeError(f"line must be a str, not {type(line).__name__}")
+    title = line.removeprefix(SETUP_TITLE_PREFIX)
+    if title == line or not title.strip() or "{" in title or "}" in title or "\n" in line:
+        raise ValueError(f"line must be {SETUP_TITLE_PREFIX!r} and a one-line title without braces, not {line!r}")
 
 
 def _tagged(notebook: dict, tag: str) -> list[dict]:
@@ -125,6 +139,7 @@ def stamp_notebook(notebook: dict, lesson: str) -> dict:
     _lock(badges, "badges")
     _set_source(setup, setup_cell_source())
     _lock(setup, "setup")
+    setup["metadata"].update(copy.deepcopy(SETUP_FORM_METADATA))
     notebook.setdefault("metadata", {}).update(copy.deepcopy(COLAB_METADATA))
     return notebook
 
@@ -186,6 +201,43 @@ def stamp_readme(text: str) -> str:
 
 # --------------------------------------------------------------------------- clean
 
+def kept_cell_metadata(metadata: dict) -> dict:
+    """The course's own part of a cell's metadata; the setup cell also keeps its form keys (cellView, source_hidden)."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict, not {type(metadata).__name__}")
+    kept = {key: metadata[key] for key in KEPT_CELL_METADATA if key in metadata}
+    if "setup" in metadata.get("tags", []):
+        if "cellView" in metadata:
+            kept["cellView"] = metadata["cellView"]
+        if "source_hidden" in metadata.get("jupyter", {}):
+            kept["jupyter"] = {"source_hidden": metadata["jupyter"]["source_hidden"]}
+    return kept
+
+
+def setup_form_problems(notebook: dict) -> list[str]:
+    """What keeps a notebook's setup cell from showing as a titled form (empty when it does)."""
+    setups = _tagged(notebook, "setup")
+    if len(setups) != 1:
+        return [f"{len(setups)} cells tagged 'setup', expected 1"]
+    metadata, first_line = setups[0].get("metadata", {}), _source(setups[0]).partition("\n")[0]
+    problems = []
+    if metadata.get("cellView") != SETUP_FORM_METADATA["cellView"]:
+        problems.append("setup cell metadata lacks cellView='form' (Colab's form)")
+    if metadata.get("jupyter", {}).get("source_hidden") is not True:
+        problems.append("setup cell metadata lacks jupyter.source_hidden=True (JupyterLab's hidden code)")
+    try:
+        check_setup_title(first_line)
+    except ValueError as error:
+        problems.append(f"setup cell's first {error}")
+    return problems
+
+
+def form_differences() -> list[str]:
+    """Committed notebooks whose setup cell is not a titled form, with what is missing (empty when all are)."""
+    return [f"{path.relative_to(ROOT)}: {problem}" for path in committed_notebooks()
+            for problem in setup_form_problems(read_notebook(path))]
+
+
 def clean_notebook(notebook: dict) -> dict:
     """Strip outputs, execution counts and all metadata that is not the course's own (Colab's GPU runtime stays)."""
     for cell in notebook["cells"]:
@@ -194,8 +246,7 @@ def clean_notebook(notebook: dict) -> dict:
             cell["execution_count"] = None
         if not cell.get("attachments"):
             cell.pop("attachments", None)
-        metadata = cell.get("metadata", {})
-        cell["metadata"] = {key: metadata[key] for key in KEPT_CELL_METADATA if key in metadata}
+        cell["metadata"] = kept_cell_metadata(cell.get("metadata", {}))
     kept = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}, **copy.deepcopy(COLAB_METADATA)}
     if "gpucourse" in notebook.get("metadata", {}):
@@ -330,11 +381,16 @@ def cmd_gradebook(course_root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one maintenance command and report what it touched."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["report"]:  # its own arguments: tools/class_report.py
+        import class_report
+        return class_report.main(arguments[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["stamp", "clean", "release", "check", "workspace", "gradebook"])
+    parser.add_argument("command", choices=["stamp", "clean", "release", "check", "workspace", "gradebook", "report"])
     command = parser.parse_args(argv).command
     if command == "check":
         problems = [f"not stamped/clean: {name} (run `make release`)" for name in stamp_differences()]
+        problems += [f"setup cell not a form: {name} (run `make release`)" for name in form_differences()]
         problems += [f"notebooks/ out of date: {name} (run `make release`)" for name in release_differences()]
         print("\n".join(problems) or "course files in sync")
         return 1 if problems else 0

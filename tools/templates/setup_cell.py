@@ -1,4 +1,5 @@
-# Setup: the same in every lesson (stamped from pyproject.toml by `make release`; edit tools/templates/setup_cell.py).
+# @title Setup: install the course's helper package (on Colab and Kaggle) and report this machine. Run it first.
+# The same in every lesson: stamped from pyproject.toml by `make release` (edit tools/templates/setup_cell.py).
 import os
 import sys
 

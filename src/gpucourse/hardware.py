@@ -93,6 +93,11 @@ def cuda_capability(device: object = None) -> tuple[int, int] | None:
     return tuple(torch.cuda.get_device_capability(device))
 
 
+TENSOR_CORE_CAPABILITY = {"bfloat16": (8, 0), "float16": (7, 0)}
+"""Compute capability from which a CUDA GPU's Tensor Cores take each 16-bit format (Ampere for bfloat16, Volta for
+float16); a T4 (7.5) emulates bfloat16. The one table: :mod:`gpucourse.native_formats` decides from it too."""
+
+
 def has_native_bf16() -> bool:
     """True on a CUDA GPU with bfloat16 Tensor Cores (compute capability >= 8.0, Ampere and newer).
 
@@ -100,11 +105,7 @@ def has_native_bf16() -> bool:
     gate on the capability instead.
     """
     capability = cuda_capability()
-    if capability is None:
-        return False
-    from gpucourse import native_formats  # the one table of which capability runs which format
-
-    return native_formats.support("bfloat16", "cuda", capability=capability).native
+    return capability is not None and tuple(capability) >= TENSOR_CORE_CAPABILITY["bfloat16"]
 
 
 def has_tf32() -> bool:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gpucourse import hardware
 from gpucourse._validate import one_of
 
 FORMATS = ("bfloat16", "float16")
@@ -32,10 +33,6 @@ PROBE_N = 256
 
 CPU_FLAGS = {"bfloat16": ("avx512_bf16", "amx_bf16", "bf16"), "float16": ("avx512_fp16", "amx_fp16", "asimdhp")}
 """CPU flags (x86 /proc/cpuinfo flags, Arm Features) that claim units for each format."""
-
-CUDA_CAPABILITY = {"bfloat16": (8, 0), "float16": (7, 0)}
-"""Compute capability from which a CUDA GPU's Tensor Cores take the format (Ampere for bfloat16, Volta for
-float16); a T4 (7.5) emulates bfloat16."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +49,7 @@ class FormatSupport:
 
 def cpu_flags() -> set[str]:
     """Every flag the CPU reports (x86 'flags' or Arm 'Features' of /proc/cpuinfo; empty where it cannot be read)."""
-    from gpucourse.hardware import _read_proc_cpuinfo
-
-    fields = _read_proc_cpuinfo()
+    fields = hardware._read_proc_cpuinfo()
     return set((fields.get("flags") or fields.get("Features") or "").split())
 
 
@@ -121,12 +116,10 @@ def support(dtype: str, device: object = "cpu", *, probe: Callable[[str, str], f
 def _cuda_support(dtype: str, device: str, capability: tuple[int, int] | None) -> FormatSupport:
     """A CUDA GPU's answer, from its compute capability."""
     if capability is None:
-        from gpucourse.hardware import cuda_capability
-
-        capability = cuda_capability(device)
+        capability = hardware.cuda_capability(device)
     if capability is None:
         raise ValueError(f"device={device!r}: no CUDA GPU is visible here")
-    needed = CUDA_CAPABILITY[dtype]
+    needed = hardware.TENSOR_CORE_CAPABILITY[dtype]
     native = tuple(capability) >= needed
     text = f"compute capability {capability[0]}.{capability[1]}"
     reason = (f"this GPU ({text}) has {dtype} Tensor Cores" if native else

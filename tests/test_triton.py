@@ -1,4 +1,5 @@
-"""Tests of gpucourse.kernels.triton_backend and triton_kernels: launch, the traffic counter, bounds, bad input.
+"""Tests of gpucourse.kernels.triton_launch (through triton_backend, as lesson 06 calls it) and triton_kernels:
+launch, the traffic counter, bounds, bad input.
 
 Kernels run in Triton's interpreter on the CPU (one kernel at a time; TRITON_INTERPRET is never set), and compiled
 on a CUDA GPU in the tests marked gpu. The counter wraps internal interpreter methods: these tests hold it to
@@ -17,7 +18,7 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
 from gpucourse.kernels import triton_backend as tb  # noqa: E402
-from gpucourse.kernels import triton_kernels  # noqa: E402
+from gpucourse.kernels import triton_kernels, triton_launch  # noqa: E402
 
 
 @triton.jit
@@ -72,7 +73,7 @@ def _add(x, y, block=128):
 
 def test_launch_interprets_on_cpu_tensors():
     x, y = torch.randn(1000), torch.randn(1000)
-    assert not tb.runs_compiled(x, y)
+    assert not triton_launch.runs_compiled(x, y)
     assert torch.equal(_add(x, y), x + y)
 
 
@@ -213,8 +214,8 @@ def test_autotuned_kernel_is_refused_by_the_interpreter():
 
 
 def test_is_power_of_two():
-    assert [n for n in range(20) if tb.is_power_of_two(n)] == [1, 2, 4, 8, 16]
-    assert not tb.is_power_of_two(True) and not tb.is_power_of_two(4.0)
+    assert [n for n in range(20) if triton_launch.is_power_of_two(n)] == [1, 2, 4, 8, 16]
+    assert not triton_launch.is_power_of_two(True) and not triton_launch.is_power_of_two(4.0)
 
 
 def test_missing_triton_says_take_the_lesson_on_colab(monkeypatch):
@@ -239,10 +240,10 @@ def _has_cuda() -> bool:
 @pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
 def test_gpu_compiles_and_counting_still_interprets():
     x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
-    assert tb.runs_compiled(x, y)
+    assert triton_launch.runs_compiled(x, y)
     assert torch.equal(_add(x, y), x + y)
     with tb.count_traffic() as traffic:
-        assert not tb.runs_compiled(x, y)
+        assert not triton_launch.runs_compiled(x, y)
         out = _add(x, y)
     assert out.is_cuda and torch.equal(out, x + y)
     assert traffic.bytes_read(x) == 4 * 5000 and traffic.bytes_written(out) == 4 * 5000
@@ -254,3 +255,9 @@ def test_traffic_records_are_importable_from_their_own_module():
     from gpucourse.kernels import triton_traffic
 
     assert tb.Traffic is triton_traffic.Traffic and tb.LaunchRecord is triton_traffic.LaunchRecord
+
+
+def test_the_lesson_reaches_the_launcher_through_triton_backend():
+    """Lesson 06 calls tb.launch, tb.count_traffic, tb.OutOfBounds and tb.require_triton: triton_launch's own."""
+    for name in ("launch", "count_traffic", "OutOfBounds", "require_triton"):
+        assert getattr(tb, name) is getattr(triton_launch, name), name

@@ -10,10 +10,12 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
 - :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;
-- :mod:`~gpucourse.kernels.triton_backend` (lesson 06_triton): Triton kernels compiled on a GPU or run in Triton's
+- :mod:`~gpucourse.kernels.triton_launch` (lesson 06_triton): Triton kernels compiled on a GPU or run in Triton's
   interpreter, and the counter of their memory traffic (records in :mod:`~gpucourse.kernels.triton_traffic`); it
   imports triton only when a kernel is launched, and :mod:`~gpucourse.kernels.triton_kernels` (the course's own
-  softmax and matmul) needs triton to import.
+  softmax and matmul, launched through it) needs triton to import;
+- :mod:`~gpucourse.kernels.triton_backend`: the lesson's one import, which hands out both (or stand-ins where
+  Triton cannot run).
 
 ``BACKEND`` and ``BACKEND_REASON`` are read from :mod:`~gpucourse.kernels.numba_backend` on every access, so they
 follow :func:`use_cuda_or_simulator`.

@@ -1,14 +1,14 @@
 """The course's own Triton kernels (lesson 06_triton): a fused row softmax and a tiled matmul, timed against torch.
 
-Importing this module needs triton (Linux, or Colab); :mod:`~gpucourse.kernels.triton_backend` does not. Each
-wrapper allocates its output and calls :func:`~gpucourse.kernels.triton_backend.launch`, so it runs compiled on a
+Importing this module needs triton (Linux, or Colab); :mod:`~gpucourse.kernels.triton_launch` does not. Each
+wrapper allocates its output and calls :func:`~gpucourse.kernels.triton_launch.launch`, so it runs compiled on a
 CUDA GPU and in Triton's interpreter on the CPU.
 """
 
 from __future__ import annotations
 
 from gpucourse._validate import positive_int
-from gpucourse.kernels.triton_backend import launch, require_triton
+from gpucourse.kernels.triton_launch import launch, require_triton
 
 triton = require_triton()
 import triton.language as tl  # noqa: E402  (after the check that triton is installed)

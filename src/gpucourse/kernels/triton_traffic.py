@@ -1,6 +1,6 @@
 """What Triton kernels read and wrote (lesson 06_triton): per launch, per program and per tensor argument.
 
-:func:`gpucourse.kernels.triton_backend.count_traffic` fills a :class:`Traffic`; tests ask it questions such as
+:func:`gpucourse.kernels.triton_launch.count_traffic` fills a :class:`Traffic`; tests ask it questions such as
 ``traffic.bytes_read(x)`` with the tensors they passed in.
 """
 

@@ -1,0 +1,318 @@
+"""Triton kernels on any machine, and what they read and wrote (lesson 06_triton; its notebook calls these
+through :mod:`~gpucourse.kernels.triton_backend`).
+
+- :func:`launch` runs a ``@triton.jit`` kernel compiled on a CUDA GPU (when its tensors live there) and in Triton's
+  own interpreter otherwise, one kernel at a time: ``TRITON_INTERPRET=1`` is never set for the process, so the
+  kernels that torch.compile generates still compile on a GPU.
+- :func:`count_traffic` forces the interpreter and records, per launch, per program and per tensor argument, the
+  elements and bytes every ``tl.load`` read and every ``tl.store`` wrote (masked-off lanes excluded), in a
+  :class:`~gpucourse.kernels.triton_traffic.Traffic`. An access outside every tensor argument (a missing mask)
+  raises :class:`OutOfBounds` before it touches memory.
+
+The counter wraps two internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
+``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9) for the duration of one
+launch, in :func:`_instrumented` only; it reads the pointer and the mask, the first two or three positional
+arguments, whose order both versions share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import numbers
+from collections.abc import Iterator
+
+from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic, _is_tensor
+
+
+def require_triton():
+    """Import and return the ``triton`` module, or raise :class:`gpucourse.platforms.NotAvailableHere` (an
+    ImportError shown as one sentence) saying why it cannot run here and what to do (lesson 06 on Colab)."""
+    from gpucourse import platforms
+
+    platforms.available("triton").require()
+    import triton
+
+    return triton
+
+
+class OutOfBounds(IndexError):
+    """A kernel's load or store reached memory outside every tensor it was given (usually: a missing mask)."""
+
+
+# --------------------------------------------------------------------------- argument checks
+
+def is_power_of_two(value: int) -> bool:
+    """True for 1, 2, 4, 8, ... (Triton's tl.arange and block shapes need powers of two)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return False
+    return value > 0 and value & (value - 1) == 0
+
+
+def _check_kernel(kernel: object) -> None:
+    """Raise TypeError unless ``kernel`` is a @triton.jit function (or a triton.autotune of one)."""
+    triton = require_triton()
+    if not isinstance(kernel, (triton.runtime.jit.JITFunction, triton.runtime.autotuner.Autotuner)):
+        raise TypeError(f"kernel must be a function decorated with @triton.jit, got {type(kernel).__name__} "
+                        f"({kernel!r}); decorate it, and pass the kernel itself, not kernel[grid]")
+
+
+def _check_grid(grid: object) -> tuple[int, ...]:
+    """Return ``grid`` as a tuple of 1-3 positive ints, else raise naming ``grid``."""
+    if not isinstance(grid, tuple) or not 1 <= len(grid) <= 3:
+        raise TypeError(f"grid must be a tuple of 1 to 3 positive ints such as (triton.cdiv(n, BLOCK),), "
+                        f"got {type(grid).__name__} ({grid!r})")
+    for size in grid:
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise ValueError(f"grid must hold positive ints (programs per axis), got {grid!r}")
+    return tuple(int(size) for size in grid)
+
+
+def _check_arguments(names: list[str], args: tuple, constexprs: dict) -> None:
+    """Raise naming the argument: non-contiguous tensors, block sizes that are not powers of two."""
+    if len(args) > len(names):
+        raise TypeError(f"args: the kernel takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+    for name in constexprs:
+        if name not in names:
+            raise TypeError(f"{name}: the kernel has no argument of that name (it takes {', '.join(names)})")
+    for name, value in list(zip(names, args)) + list(constexprs.items()):
+        if hasattr(value, "data_ptr") and hasattr(value, "is_contiguous") and not value.is_contiguous():
+            raise ValueError(f"{name} is a non-contiguous tensor (a transposed view or a slice): pass "
+                             f"{name}.contiguous(), whose elements lie one after another as the kernel's "
+                             "offsets assume")
+        if name.upper().startswith("BLOCK") and not is_power_of_two(value):
+            raise ValueError(f"{name} must be a power of two (Triton's tl.arange and block shapes need one), "
+                             f"got {value!r}; triton.next_power_of_2(n) gives the next one")
+
+
+def runs_compiled(*args: object) -> bool:
+    """True if a launch with these arguments compiles for the GPU: a tensor on a CUDA device, and no counting."""
+    if _COUNTING:
+        return False
+    return any(_is_tensor(arg) and getattr(arg, "is_cuda", False) for arg in args)
+
+
+_COUNTING: list[Traffic] = []  # the open count_traffic() blocks, innermost last
+
+
+@contextlib.contextmanager
+def count_traffic() -> Iterator[Traffic]:
+    """Within the block, every launch() runs in the interpreter and adds what it read and wrote to the Traffic."""
+    traffic = Traffic()
+    _COUNTING.append(traffic)
+    try:
+        yield traffic
+    finally:
+        _COUNTING.remove(traffic)
+
+
+# --------------------------------------------------------------------------- the interpreter, instrumented
+
+class _Spans:
+    """The tensor arguments of a launch as sorted byte ranges, to find which tensor an address belongs to."""
+
+    def __init__(self, record: LaunchRecord, host: dict[str, object]) -> None:
+        import numpy as np
+
+        items = sorted(((tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size(), name)
+                        for name, tensor in host.items()), key=lambda item: item[0])
+        self.starts = np.array([item[0] for item in items], dtype=np.uint64)
+        self.ends = np.array([item[1] for item in items], dtype=np.uint64)
+        self.names = [item[2] for item in items]
+        self.record = record
+
+    def account(self, pointers: object, mask: object, write: bool) -> None:
+        """Count the masked-in addresses per tensor and program; raise OutOfBounds for any outside every tensor."""
+        import numpy as np
+
+        addresses = np.asarray(pointers.data).astype(np.uint64).ravel()
+        if mask is not None:
+            addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), pointers.data.shape).ravel()]
+        if addresses.size == 0:
+            return
+        itemsize = np.uint64(max(pointers.get_element_ty().primitive_bitwidth // 8, 1))
+        slot = np.searchsorted(self.starts, addresses, side="right").astype(np.int64) - 1
+        inside = (slot >= 0) & (addresses + itemsize <= self.ends[np.maximum(slot, 0)])
+        program = _current_program()
+        if not inside.all():
+            self._out_of_bounds(addresses[~inside], write, program)
+        counts = np.bincount(slot, minlength=len(self.names))
+        per_program = self.record.programs.setdefault(program, [0, 0])
+        for index, count in enumerate(counts):
+            if count:
+                entry = self.record.tensors[self.names[index]]
+                if write:
+                    entry.elements_written += int(count)
+                else:
+                    entry.elements_read += int(count)
+        per_program[1 if write else 0] += int(addresses.size)
+
+    def _out_of_bounds(self, outside: object, write: bool, program: tuple[int, int, int]) -> None:
+        """Raise OutOfBounds naming the program, the access and the nearest tensor."""
+        import numpy as np
+
+        first = int(outside[0])
+        nearest = int(np.argmin(np.minimum(np.abs(self.starts.astype(np.int64) - first),
+                                           np.abs(self.ends.astype(np.int64) - first))))
+        name, start, end = self.names[nearest], int(self.starts[nearest]), int(self.ends[nearest])
+        where = (f"{first - end} bytes past the end of {name}" if first >= end else
+                 f"{start - first} bytes before the start of {name}")
+        action = "tl.store" if write else "tl.load"
+        shown = program[:max([axis + 1 for axis, size in enumerate(self.record.grid) if size > 1] or [1])]
+        raise OutOfBounds(f"program {shown} of {self.record.kernel}: a {action} reached "
+                          f"{outside.size} address(es) outside every tensor argument (the first {where}). "
+                          f"Give the {action} a mask that is False beyond the tensor's end, e.g. "
+                          f"mask=offsets < n_elements.")
+
+
+def _builder_class():
+    """triton.runtime.interpreter.InterpreterBuilder (internal API, one place)."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    return InterpreterBuilder
+
+
+def _current_program() -> tuple[int, int, int]:
+    """The program id the interpreter is running now (its builder's grid_idx)."""
+    from triton.runtime import interpreter
+
+    index = getattr(interpreter.interpreter_builder, "grid_idx", None) or (0, 0, 0)
+    return tuple(int(i) for i in index)
+
+
+@contextlib.contextmanager
+def _instrumented(spans: _Spans) -> Iterator[None]:
+    """Patch the interpreter's load/store (and jit-function calls) for one launch; restore them in finally."""
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+
+    builder = _builder_class()
+    originals = {name: builder.__dict__[name] for name in ("create_masked_load", "create_masked_store",
+                                                            "create_atomic_rmw", "create_atomic_cas")}
+    original_call = JITFunction.__dict__["__call__"]
+
+    def masked_load(self, ptrs, mask, *args, **kwargs):
+        spans.account(ptrs, mask, write=False)
+        return originals["create_masked_load"](self, ptrs, mask, *args, **kwargs)
+
+    def masked_store(self, ptrs, value, mask, *args, **kwargs):
+        spans.account(ptrs, mask, write=True)
+        return originals["create_masked_store"](self, ptrs, value, mask, *args, **kwargs)
+
+    def atomic_rmw(self, op, ptr, value, mask, *args, **kwargs):
+        spans.account(ptr, mask, write=False)
+        spans.account(ptr, mask, write=True)
+        return originals["create_atomic_rmw"](self, op, ptr, value, mask, *args, **kwargs)
+
+    def atomic_cas(self, ptr, *args, **kwargs):
+        spans.account(ptr, None, write=False)
+        spans.account(ptr, None, write=True)
+        return originals["create_atomic_cas"](self, ptr, *args, **kwargs)
+
+    def call_jit_function(self, *args, **kwargs):
+        # A @triton.jit helper called from the kernel (tl.zeros, tl.max, a learner's own): run it interpreted too.
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return interpreter.InterpretedFunction(self.fn).rewrite()(*args, **kwargs)
+        finally:
+            scope.restore()
+
+    replacements = {"create_masked_load": masked_load, "create_masked_store": masked_store,
+                    "create_atomic_rmw": atomic_rmw, "create_atomic_cas": atomic_cas}
+    try:
+        for name, function in replacements.items():
+            setattr(builder, name, function)
+        JITFunction.__call__ = call_jit_function
+        yield
+    finally:
+        for name, function in originals.items():
+            setattr(builder, name, function)
+        JITFunction.__call__ = original_call
+
+
+def _arena_copies(tensors: dict[str, object]) -> dict[str, object]:
+    """CPU copies of ``tensors`` in one buffer, each with a guard gap of its own size (+ 4 KiB) on both sides.
+
+    An unmasked access that runs past a tensor then lands in a guard, never in a neighbouring tensor, and is
+    reported as OutOfBounds. The same tensor passed twice (an in-place kernel) gets one copy.
+    """
+    import torch
+
+    layout: dict[tuple, tuple[int, object]] = {}
+    offset = 0
+    for tensor in tensors.values():
+        key = (str(tensor.device), tensor.data_ptr(), tensor.numel() * tensor.element_size(), tensor.dtype)
+        if key not in layout:
+            guard = -(-(key[2] + 4096) // 64) * 64
+            offset += guard
+            layout[key] = (offset, tensor)
+            offset += -(-key[2] // 64) * 64
+    arena = torch.zeros(offset + 4096, dtype=torch.uint8)
+    copies: dict[tuple, object] = {}
+    for key, (start, tensor) in layout.items():
+        copy = arena[start:start + key[2]].view(tensor.dtype).view(tensor.shape)
+        copy.copy_(tensor)
+        copies[key] = copy
+    return {name: copies[(str(t.device), t.data_ptr(), t.numel() * t.element_size(), t.dtype)]
+            for name, t in tensors.items()}
+
+
+def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, constexprs: dict) -> LaunchRecord:
+    """Run ``kernel`` in Triton's interpreter on guarded CPU copies of its tensors; copy results back; record it."""
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.interpreter import InterpretedFunction
+
+    bound = dict(zip(names, args)) | constexprs
+    originals = {name: value for name, value in bound.items() if _is_tensor(value)}
+    copies = _arena_copies(originals)
+    host = {name: copies.get(name, value) for name, value in bound.items()}
+    record = LaunchRecord(kernel=kernel.fn.__name__, grid=tuple(grid) + (1,) * (3 - len(grid)), tensors={
+        name: TensorTraffic(name, tuple(tensor.shape), str(tensor.dtype).replace("torch.", ""),
+                            tensor.element_size(),
+                            span=(str(tensor.device), tensor.data_ptr(),
+                                  tensor.data_ptr() + tensor.numel() * tensor.element_size()))
+        for name, tensor in originals.items()})
+    spans = _Spans(record, copies)
+    try:
+        with _instrumented(spans):
+            InterpretedFunction(kernel.fn)[grid](**host)
+    except InterpreterError as error:
+        cause = error.__cause__
+        while isinstance(cause, InterpreterError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, OutOfBounds):
+            raise OutOfBounds(str(cause)) from None
+        raise
+    for name, tensor in originals.items():
+        tensor.copy_(copies[name])
+    return record
+
+
+def launch(kernel: object, grid: object, *args: object, **constexprs: object) -> None:
+    """Run ``kernel[grid](*args, **constexprs)``: compiled on a CUDA GPU, else in Triton's interpreter.
+
+    ``grid`` is a tuple of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a function
+    of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Inside
+    ``count_traffic()`` the launch always runs interpreted and is counted. Lesson: 06_triton.
+    """
+    triton = require_triton()
+    _check_kernel(kernel)
+    if not callable(grid):
+        grid = _check_grid(grid)
+    jit_function = kernel.fn if isinstance(kernel, triton.runtime.autotuner.Autotuner) else kernel
+    names = list(inspect.signature(jit_function.fn).parameters)
+    _check_arguments(names, args, constexprs)
+    if runs_compiled(*args, *constexprs.values()):
+        kernel[grid](*args, **constexprs)
+        return
+    if jit_function is not kernel:
+        raise ValueError("kernel: the interpreter cannot autotune (it measures no speed); launch kernel.fn with "
+                         "one of kernel.configs' block sizes instead")
+    if callable(grid):
+        grid = _check_grid(grid(dict(zip(names, args)) | constexprs))
+    record = _interpret(jit_function, grid, names, args, constexprs)
+    for traffic in _COUNTING:
+        traffic.launches.append(record)
+
+
+__all__ = ["OutOfBounds", "count_traffic", "is_power_of_two", "launch", "require_triton", "runs_compiled"]

@@ -2,11 +2,13 @@
 
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
+from nbclient.exceptions import DeadKernelError
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode, from_dict
-from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput, ClearSolutions,
-                                    ComputeChecksums, DeduplicateIds, GetGrades, IncludeHeaderFooter, InstantiateTests,
-                                    LockCells, OverwriteCells, OverwriteKernelspec, SaveCells)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme,
+                                    ClearOutput, ClearSolutions, ComputeChecksums, DeduplicateIds, Execute, GetGrades,
+                                    IgnorePattern, IncludeHeaderFooter, InstantiateTests, LimitOutput, LockCells,
+                                    OverwriteCells, OverwriteKernelspec, SaveAutoGrades, SaveCells)
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -37,6 +39,40 @@ c.Execute.timeout = CELL_TIMEOUT_S
 c.Execute.interrupt_on_timeout = True
 c.Execute.error_on_timeout = {"ename": "CellTimeoutError", "evalue": cell_timeout_message(),
                               "traceback": [f"CellTimeoutError: {cell_timeout_message()}"]}
+
+
+class ExecuteNamingTheCell(Execute):
+    """nbgrader's Execute; a kernel that dies under a cell (a crash in native code, or out of memory) is reported at
+    once naming the student, the notebook and the cell (nbclient's own message is "Kernel died")."""
+
+    def on_cell_start(self, cell: NotebookNode, cell_index: int) -> None:
+        self._running = (cell_index, cell)
+
+    def preprocess(self, nb: NotebookNode, resources: dict | None = None, km=None) -> tuple[NotebookNode, dict]:
+        self._running = None
+        try:
+            return super().preprocess(nb, resources, km)
+        except DeadKernelError as died:
+            raise DeadKernelError(dead_kernel_message(resources or {}, self._running)) from died
+
+
+def dead_kernel_message(resources: dict, running: tuple[int, NotebookNode] | None) -> str:
+    """Which submission's kernel died, under which cell, and what to do."""
+    names = resources.get("nbgrader", {})
+    where = "/".join(str(names[k]) for k in ("student", "assignment", "notebook") if names.get(k)) or "a notebook"
+    if running is None:
+        return f"{where}: the kernel died before any cell ran"
+    index, cell = running
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    first_line = next((line for line in cell.source.splitlines() if line.strip()), "")[:80]
+    return (f"{where}: the kernel died while running cell {index}" + (f" ({grade_id})" if grade_id else "") +
+            f", which starts {first_line!r}: a crash in native code or out of memory. Run that notebook alone to see "
+            "it; if a compiled cell crashed after a run under a simulated CPU profile, clear Inductor's cache folder.")
+
+
+c.Autograde.autograde_preprocessors = [  # nbgrader 0.9.6's list, with Execute naming the cell a dead kernel ran
+    ExecuteNamingTheCell, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    CheckCellMetadata]
 
 # Library start-up lines that can reach stderr although the lesson silences them
 # (nbgrader scores any test cell with stderr output as 0).

@@ -366,3 +366,36 @@ def test_a_cell_that_ran_out_of_time_is_reported_in_words():
                                       "traceback": []}])
     assert message.startswith(f"this cell ran longer than {syllabus.CELL_TIMEOUT_S} s on this machine")
     assert "Run it alone" in message and "Traceback" not in message
+
+
+def _nbgrader_config_namespace() -> dict:
+    """nbgrader_config.py executed as nbgrader loads it: its classes and its config object."""
+    from traitlets.config import Config
+
+    config = Config()
+    namespace = {"get_config": lambda: config, "__file__": str(ROOT / "nbgrader_config.py")}
+    exec(compile((ROOT / "nbgrader_config.py").read_text(encoding="utf-8"), "nbgrader_config.py", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.slow
+def test_autograde_names_the_student_notebook_and_cell_whose_kernel_died():
+    """A crash in native code under a cell is reported in seconds with where it happened, not as 'Kernel died'."""
+    import time
+
+    import nbformat
+    from nbclient.exceptions import DeadKernelError
+
+    course = _nbgrader_config_namespace()
+    assert course["ExecuteNamingTheCell"] in course["c"].Autograde.autograde_preprocessors
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)",
+                                  metadata={"nbgrader": {"grade_id": "ex1-solution"}})])
+    execute = course["ExecuteNamingTheCell"](config=course["c"], kernel_name="python3")
+    resources = {"nbgrader": {"student": "s1", "assignment": "02_roofline", "notebook": "02_roofline"}}
+    started = time.monotonic()
+    with pytest.raises(DeadKernelError, match=r"s1/02_roofline/02_roofline: the kernel died while running cell 1 "
+                                              r"\(ex1-solution\), which starts 'import os, signal'"):
+        execute.preprocess(notebook, resources)
+    assert time.monotonic() - started < 30

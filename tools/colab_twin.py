@@ -229,9 +229,16 @@ def execute(path: Path, output: Path, workdir: Path, kernel: str) -> None:
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
+    running: list[int] = []
     client = nbclient.NotebookClient(notebook, kernel_name=kernel, timeout=CELL_TIMEOUT_S, allow_errors=True,
-                                     resources={"metadata": {"path": str(workdir)}})
-    client.execute()
+                                     resources={"metadata": {"path": str(workdir)}},
+                                     on_cell_start=lambda cell, cell_index: running.append(cell_index))
+    try:
+        client.execute()
+    except nbclient.exceptions.DeadKernelError:
+        cell = running[-1] if running else None
+        raise SystemExit(f"{path.name}: the kernel died while running cell {cell} (a crash in native code, or out of "
+                         "memory); the cells after it did not run") from None
     nbformat.write(notebook, output)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.metadata
+import json
 import re
 import sys
 import tempfile
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpucourse import syllabus
-from notebook_utils import LESSONS, course, load, solution_path, source
+from notebook_utils import LESSONS, course, load, release_path, solution_path, source
 
 import colab_twin  # noqa: E402  (tools/colab_twin.py; notebook_utils puts tools/ on the path)
 
@@ -108,6 +110,96 @@ def test_clean_keeps_colab_gpu_runtime_metadata() -> None:
     cleaned = course.clean_notebook(notebook)
     assert cleaned["metadata"]["accelerator"] == "GPU"
     assert cleaned["metadata"]["colab"] == {"gpuType": "T4", "provenance": []}
+
+
+TITLE_LINE = (course.TEMPLATES / "setup_cell.py").read_text(encoding="utf-8").partition("\n")[0]
+
+
+def _setup_cell(notebook: dict) -> dict:
+    """The one cell tagged 'setup'."""
+    (cell,) = [c for c in notebook["cells"] if "setup" in c["metadata"].get("tags", [])]
+    return cell
+
+
+def test_setup_title_is_a_plain_colab_form_title() -> None:
+    """'# @title Words': no option braces (Colab reads '{...}' as form options), a newcomer's sentence saying run it."""
+    assert TITLE_LINE.startswith("# @title Setup: ") and "Run it first." in TITLE_LINE
+    assert not set("{}`") & set(TITLE_LINE) and len(TITLE_LINE) <= 120
+    assert ast.parse(TITLE_LINE).body == []  # a comment: Python, IPython and nbgrader run the cell as before
+
+
+@pytest.mark.parametrize("path", course.committed_notebooks(), ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+def test_every_setup_cell_is_a_titled_form(path: Path) -> None:
+    """Colab shows the title line (cellView=form); JupyterLab hides the code (jupyter.source_hidden)."""
+    cell = _setup_cell(load(path))
+    assert source(cell).partition("\n")[0] == TITLE_LINE
+    assert cell["metadata"]["cellView"] == "form" and cell["metadata"]["jupyter"] == {"source_hidden": True}
+    assert course.setup_form_problems(load(path)) == []
+
+
+def test_every_lesson_has_both_notebooks_checked_for_the_form() -> None:
+    assert len(course.committed_notebooks()) == 2 * len(LESSONS) and LESSONS
+
+
+def test_stamp_makes_the_setup_cell_a_form() -> None:
+    notebook = load(solution_path(LESSONS[0]))
+    setup = _setup_cell(notebook)
+    setup["metadata"] = {key: setup["metadata"][key] for key in ("tags", "nbgrader")}
+    setup["source"] = ["# an old setup cell\n"]
+    stamped = _setup_cell(course.stamp_notebook(notebook, LESSONS[0]))
+    assert stamped["metadata"]["cellView"] == "form" and stamped["metadata"]["jupyter"] == {"source_hidden": True}
+    assert source(stamped).startswith(TITLE_LINE + "\n")
+
+
+def test_clean_keeps_the_setup_form_and_strips_view_state_elsewhere() -> None:
+    """JupyterLab's and Colab's view keys are machine state on every other cell; on the setup cell only the form stays."""
+    notebook = _dirty(load(solution_path(LESSONS[0])))
+    for cell in notebook["cells"]:
+        cell["metadata"]["cellView"] = "form"
+        cell["metadata"]["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+    cleaned = course.clean_notebook(notebook)
+    setup = _setup_cell(cleaned)
+    assert setup["metadata"]["cellView"] == "form" and setup["metadata"]["jupyter"] == {"source_hidden": True}
+    others = [cell["metadata"] for cell in cleaned["cells"] if cell is not setup]
+    assert others and not any({"cellView", "jupyter", "collapsed", "ExecuteTime"} & set(m) for m in others)
+
+
+@pytest.mark.parametrize("break_form, expected", [
+    (lambda cell: cell["metadata"].pop("cellView"), "cellView='form'"),
+    (lambda cell: cell["metadata"].pop("jupyter"), "jupyter.source_hidden=True"),
+    (lambda cell: cell["metadata"].update(jupyter={"source_hidden": False}), "jupyter.source_hidden=True"),
+    (lambda cell: cell.update(source=["# Setup\n", "import os\n"]), "first line must be '# @title '"),
+    (lambda cell: cell.update(source=["# @title Setup { display-mode: \"code\" }\n"]), "without braces"),
+])
+def test_check_finds_a_setup_cell_that_is_not_a_form(break_form, expected: str, tmp_path, monkeypatch) -> None:
+    """`course.py check` lists a committed notebook whose setup cell lost a form key or its title line."""
+    notebook = load(release_path(LESSONS[0]))
+    break_form(_setup_cell(notebook))
+    (tmp_path / "notebooks" / "00_x").mkdir(parents=True)
+    broken = tmp_path / "notebooks" / "00_x" / "00_x.ipynb"
+    broken.write_text(json.dumps(notebook), encoding="utf-8")
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    monkeypatch.setattr(course, "committed_notebooks", lambda: [broken])
+    found = course.form_differences()
+    assert len(found) == 1 and found[0].startswith("notebooks/00_x/00_x.ipynb: ") and expected in found[0], found
+
+
+def test_check_setup_title_refuses_bad_input() -> None:
+    with pytest.raises(TypeError, match="line"):
+        course.check_setup_title(None)  # type: ignore[arg-type]
+    for line in ("# Setup", "# @title ", "# @title Setup {run: 'auto'}"):
+        with pytest.raises(ValueError, match="line must be"):
+            course.check_setup_title(line)
+
+
+def test_setup_cell_adds_no_learner_words() -> None:
+    """The word budget counts markdown only: the title line is code, so lessons' word counts do not change."""
+    notebook = load(solution_path(LESSONS[0]))
+    setup = _setup_cell(notebook)
+    assert syllabus.cell_words(setup) == 0
+    before = syllabus.learner_words(notebook)
+    setup["source"] = [TITLE_LINE + " and more words here\n"]
+    assert syllabus.learner_words(notebook) == before > 0
 
 
 def test_setup_cell_installs_a_release_with_colabs_packages_pinned() -> None:

@@ -60,6 +60,30 @@ def test_a_failed_assertion_in_a_step_is_a_fail_with_its_message():
     assert (result.status, result.detail) == ("FAIL", "AssertionError: rate above the datasheet peak")
 
 
+def test_nvml_step_reads_the_first_gpu_through_gpucourse_nvml(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from gpucourse import nvml
+
+    fake = nvml.t4_power_capped()
+    monkeypatch.setattr(diagnostics, "_cuda_or_skip", lambda: torch)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert diagnostics._nvml_readable() == "utilisation 100%, memory 3.0/14.9 GiB, 58 W, 52 C"
+    assert fake.open == 0
+    no_power = nvml.FakeGpu("G", (7, 5), 2**30, {"sm": 1590, "graphics": 1590, "mem": 5001},
+                            unsupported=("nvmlDeviceGetPowerUsage",))
+    monkeypatch.setitem(sys.modules, "pynvml", nvml.FakeNvml([no_power]))
+    with pytest.raises(RuntimeError, match=r"NVML gave no value for \['gpu_power'\]: nvmlDeviceGetPowerUsage: not"):
+        diagnostics._nvml_readable()
+
+
+def test_nvml_step_is_skipped_without_nvidia_ml_py(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(diagnostics, "_cuda_or_skip", lambda: torch)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    result = diagnostics._run("NVML metrics", diagnostics._nvml_readable)
+    assert (result.status, result.detail) == ("SKIP", "nvidia-ml-py not installed: pip install nvidia-ml-py")
+
+
 def test_selftest_result_prints_status_name_and_detail():
     assert str(SelfTestResult("CPU peak", "PASS", "consistent")) == "[PASS] CPU peak: consistent"
 

@@ -480,6 +480,15 @@ def test_software_stack_lists_every_layer():
         assert by_name["NCCL"].version is None
 
 
+def test_the_driver_layer_is_read_through_gpucourse_nvml(monkeypatch):
+    from gpucourse import nvml
+    from gpucourse.kernels import cuda_stack
+
+    fake = nvml.FakeNvml([nvml._t4()], driver="550.54.15", cuda_driver=12040)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert cuda_stack._driver_version() == ("550.54.15 (supports CUDA up to 12.4)", "NVML") and fake.open == 0
+
+
 def test_tensorflow_build_info_without_starting_tensorflow():
     if "tensorflow" in sys.modules:
         pytest.skip("TensorFlow already imported in this process")

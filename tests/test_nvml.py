@@ -205,6 +205,17 @@ def test_runtime_evidence_reads_the_fake_as_pynvml(monkeypatch):
     assert evidence["gpu_processes"] == [4242] and fake.open == 0
 
 
+def test_driver_versions_read_through_one_session_and_shut_it_down():
+    fake = FakeNvml([A100], driver="550.54.15", cuda_driver=12040)
+    assert nvml.driver_versions(fake) == ("550.54.15", "12.4") and fake.open == 0
+    assert nvml.driver_versions(FakeNvml([], driver=None)) == (None, None)
+
+
+def test_driver_versions_without_pynvml_are_none(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
+    assert nvml.driver_versions() == (None, None)
+
+
 def test_gpu_index_matches_by_uuid_and_falls_back_to_the_cuda_index(monkeypatch):
     torch = pytest.importorskip("torch")
     fake = FakeNvml([A100, FakeGpu("B", (8, 0), 1, uuid="GPU-1234")])

@@ -178,24 +178,28 @@ def _gpu_launch_is_asynchronous() -> str:
     return f"synchronised {synced * 1e3:.2f} ms vs unsynchronised {unsynced * 1e3:.3f} ms"
 
 
+_SELFTEST_METRICS = ("gpu_util", "gpu_mem_used", "gpu_mem_total", "gpu_power", "gpu_temp")
+"""The NVML readings the self-test asks of the first GPU (keys of ``nvml.NVML_QUERIES``)."""
+
+
 def _nvml_readable() -> str:
-    """NVML reports utilisation, memory, power and temperature."""
-    _cuda_or_skip()
+    """NVML reports utilisation, memory, power and temperature of the first CUDA GPU."""
+    torch = _cuda_or_skip()
     try:
-        import pynvml
-    except ImportError as error:
-        raise _Skip("nvidia-ml-py not installed: pip install nvidia-ml-py") from error
-    pynvml.nvmlInit()
+        reader = nvml.GpuReader(torch.device("cuda", 0))
+    except nvml.NvmlUnavailable as error:
+        if isinstance(error.__cause__, ImportError):
+            raise _Skip("nvidia-ml-py not installed: pip install nvidia-ml-py") from error
+        raise
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        power_w = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000
-        temperature = pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
-        utilisation = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+        values = {key: value for key, _, value, _, _ in reader.readings() if key in _SELFTEST_METRICS}
     finally:
-        pynvml.nvmlShutdown()
-    return (f"utilisation {utilisation}%, memory {memory.used / 2**30:.1f}/{memory.total / 2**30:.1f} GiB, "
-            f"{power_w:.0f} W, {temperature} C")
+        reader.close()
+    missing = [key for key in _SELFTEST_METRICS if values.get(key) is None]
+    if missing:
+        raise RuntimeError(f"NVML gave no value for {missing}: {'; '.join(reader.problems)}")
+    return (f"utilisation {values['gpu_util']:.0f}%, memory {values['gpu_mem_used']:.1f}/"
+            f"{values['gpu_mem_total']:.1f} GiB, {values['gpu_power']:.0f} W, {values['gpu_temp']:.0f} C")
 
 
 def _cpu_peak_reconciled() -> str:

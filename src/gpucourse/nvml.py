@@ -314,6 +314,26 @@ def read_devices(nvml: object = None) -> list[DeviceRecord]:
         return records
 
 
+def driver_versions(nvml: object = None) -> tuple[str | None, str | None]:
+    """(the NVIDIA driver's version, the newest CUDA it supports as 'major.minor') through NVML (``pynvml`` by
+    default); None for each that NVML cannot be opened for or does not answer."""
+    try:
+        session = NvmlSession(nvml).open()
+    except NvmlUnavailable:
+        return None, None
+    with session:
+        driver, _ = session.query("nvmlSystemGetDriverVersion")
+        cuda, _ = session.query("nvmlSystemGetCudaDriverVersion")
+    return (None if driver is None else _text(driver)), _cuda_text(cuda)
+
+
+def _cuda_text(version: object) -> str | None:
+    """NVML's CUDA version number as 'major.minor' (12040 -> '12.4'); None for anything but an int."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
 def nvidia_smi() -> str | None:
     """The query ``nvidia-smi`` answers about every GPU (CSV), or None where the command is missing or fails."""
     if shutil.which("nvidia-smi") is None:
@@ -609,8 +629,7 @@ def runtime_evidence(tensors: Iterable[object] = ()) -> dict:
     if records:
         with contextlib.suppress(NvmlUnavailable), open_nvml() as session:
             version, _ = session.query("nvmlSystemGetCudaDriverVersion")
-            if isinstance(version, int):
-                evidence["driver_cuda"] = f"{version // 1000}.{version % 1000 // 10}"
+            evidence["driver_cuda"] = _cuda_text(version)
             count, _ = session.query("nvmlDeviceGetCount")
             for index in range(count or 0):
                 handle, _ = session.query("nvmlDeviceGetHandleByIndex", index)

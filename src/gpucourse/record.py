@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucourse import hardware, reference
+from gpucourse import hardware, nvml, reference
 from gpucourse.timing import benchmark, sync_for
 
 MEASURED_BY = "the course's maintainers"
@@ -251,27 +251,12 @@ def describe_device(device) -> dict:
         props = torch.cuda.get_device_properties(device)
         facts.update(name=props.name, compute_capability=[props.major, props.minor],
                      memory_gib=round(props.total_memory / 2**30, 1), multiprocessors=props.multi_processor_count,
-                     driver=_driver_version())
+                     driver=nvml.driver_versions()[0])  # None without NVML
     elif device.type == "mps":
         facts.update(name=f"Apple MPS ({platform.machine()})")
     else:
         facts.update(name=hardware.cpu_info().model)
     return facts
-
-
-def _driver_version() -> str | None:
-    """The NVIDIA driver's version through NVML, or None without nvidia-ml-py."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # no NVML, no driver library: the record says null
-        return None
 
 
 def describe_software() -> dict:

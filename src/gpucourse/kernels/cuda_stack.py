@@ -14,6 +14,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from gpucourse import nvml
 from gpucourse.kernels import numba_backend
 
 
@@ -41,19 +42,9 @@ def _distribution_version(*names: str) -> str | None:
 
 def _driver_version() -> tuple[str | None, str]:
     """The NVIDIA driver's version and where it was read (NVML, else nvidia-smi), or (None, why not)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-            cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        version = version.decode() if isinstance(version, bytes) else version
-        return f"{version} (supports CUDA up to {cuda // 1000}.{cuda % 1000 // 10})", "NVML"
-    except Exception:  # no pynvml, or no driver: NVML raises its own error classes
-        pass
+    version, cuda = nvml.driver_versions()
+    if version is not None and cuda is not None:
+        return f"{version} (supports CUDA up to {cuda})", "NVML"
     nvidia_smi = shutil.which("nvidia-smi")
     if nvidia_smi is not None:
         try:

@@ -19,6 +19,21 @@ from gpucourse import syllabus  # noqa: E402
 LESSONS = course.lessons()
 LOW_PRECISION_LESSONS = syllabus.LOW_PRECISION_LESSONS
 
+CPU_PROFILES = {"native": {},
+                "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+                "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}}
+"""CPU profiles: this machine as it is, an x86 CPU without native bfloat16 (most laptops) and one with AVX-512 but no
+bfloat16 (many cloud Xeons), simulated by capping PyTorch's and oneDNN's instruction sets."""
+
+
+def profile_variables(profile: str, cache_root: Path) -> dict[str, str]:
+    """The environment variables of a run under ``profile``, with an Inductor cache folder of its own under
+    ``cache_root``: kernels compiled for one instruction set must never be loaded under another (a cached AVX2
+    kernel run on an AVX-512 machine killed the kernel: pytorch/pytorch#176279)."""
+    if profile not in CPU_PROFILES:
+        raise ValueError(f"profile must be one of {sorted(CPU_PROFILES)}, got {profile!r}")
+    return {**CPU_PROFILES[profile], "TORCHINDUCTOR_CACHE_DIR": str(Path(cache_root) / f"inductor-{profile}")}
+
 # Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises (none left).
 SLIM_LESSONS: set[str] = set()
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
@@ -120,3 +135,19 @@ def ends_in_bare_expression(code: str) -> bool:
         return False
     value = tree.body[-1].value
     return not (isinstance(value, ast.Call) and getattr(value.func, "id", None) in QUIET_CALLS)
+
+
+def execute_naming_dead_kernel(client, name: str) -> None:
+    """``client.execute()`` (an nbclient NotebookClient); a kernel that dies is reported in seconds naming the notebook
+    and the cell it was running, not as nbclient's bare "Kernel died"."""
+    from nbclient.exceptions import DeadKernelError
+
+    running: list[int] = []
+    client.on_cell_start = lambda cell, cell_index: running.append(cell_index)
+    try:
+        client.execute()
+    except DeadKernelError:
+        cell = f"cell {running[-1]}" if running else "its start"
+        raise RuntimeError(f"{name}: the kernel died while running {cell} (a crash in native code, or out of memory); "
+                           "the cells after it did not run") from None
+

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from notebook_utils import (LESSONS, LOW_PRECISION_LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader, release_path,
-                            solution_path, source, wrong_answers, written_answers)
+from notebook_utils import (LESSONS, LOW_PRECISION_LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader,
+                            profile_variables, release_path, solution_path, source, wrong_answers, written_answers)
 
 pytestmark = pytest.mark.slow
 
@@ -204,8 +204,6 @@ for _lesson in LESSONS:  # TestGrading_00_getting_started, ...: one class per le
     globals()[f"TestGrading_{_lesson}"] = type(f"TestGrading_{_lesson}", (GradingPipeline,), {"lesson": _lesson})
 
 
-AVX2_PROFILE = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-"""An x86 CPU without native bfloat16 (most laptops), simulated by capping PyTorch's and oneDNN's instruction sets."""
 
 
 class GradingOnAnAvx2Cpu:
@@ -217,8 +215,8 @@ class GradingOnAnAvx2Cpu:
     @pytest.fixture(scope="class")
     @classmethod
     def graded(cls, tmp_path_factory) -> dict:
-        return run_pipeline(cls.lesson, tmp_path_factory.mktemp(f"avx2-{cls.lesson}"), students=("correct",),
-                            env=AVX2_PROFILE)
+        root = tmp_path_factory.mktemp(f"avx2-{cls.lesson}")  # an x86 CPU without native bfloat16 (most laptops)
+        return run_pipeline(cls.lesson, root, students=("correct",), env=profile_variables("avx2", root))
 
     def test_solutions_get_full_marks_on_an_avx2_cpu(self, graded) -> None:
         assert _autograded(graded["scores"]["correct"]) == _expected(graded["lesson"], set())

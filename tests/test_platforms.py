@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucourse import platforms
+from gpucourse import platforms, syllabus
+from notebook_utils import execute_naming_dead_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -205,8 +206,9 @@ def test_lesson_06_without_triton_skips_each_triton_cell_in_one_sentence(tmp_pat
     assert reason.startswith("Triton is not installed in this Python on Linux")
 
     book = nbformat.read(ROOT / "solutions" / "06_triton" / "06_triton.ipynb", as_version=4)
-    nbclient.NotebookClient(book, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    execute_naming_dead_kernel(nbclient.NotebookClient(book, timeout=syllabus.CELL_TIMEOUT_S, kernel_name="python3",
+                                                       allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}),
+                               "06_triton without triton")
     skipped, failed_tests = [], []
     for cell in book.cells:
         if cell.cell_type != "code":

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from notebook_utils import LESSONS, ROOT, load, nbgrader, solution_path, source
+from notebook_utils import LESSONS, ROOT, execute_naming_dead_kernel, load, nbgrader, solution_path, source
 
-from gpucourse import without_tensorflow
+from gpucourse import syllabus, without_tensorflow
 from gpucourse.platforms import NotAvailableHere
 
 
@@ -146,8 +146,9 @@ def test_a_lesson_runs_without_tensorflow_saying_why_in_each_cell_that_needs_it(
     monkeypatch.setenv("GPUCOURSE_DEVICE", "cpu")
     shutil.copytree(solution_path(lesson).parent, tmp_path / lesson)
     book = nbformat.read(solution_path(lesson), as_version=4)
-    NotebookClient(book, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path / lesson)}}).execute()
+    execute_naming_dead_kernel(NotebookClient(book, timeout=syllabus.CELL_TIMEOUT_S, kernel_name="python3",
+                                              allow_errors=True, resources={"metadata": {"path": str(tmp_path / lesson)}}),
+                               f"{lesson} without TensorFlow")
     reason = without_tensorflow.reason()
     skipping, failed = [], []
     for index, cell in enumerate(book.cells):

@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from notebook_utils import LESSONS, ROOT, exercises, load, release_path  # noqa: E402
+from notebook_utils import (CPU_PROFILES, LESSONS, ROOT, execute_naming_dead_kernel, exercises, load,  # noqa: E402
+                            profile_variables, release_path)
 
 from gpucourse import syllabus  # noqa: E402
 
@@ -43,13 +44,6 @@ MAX_SILENT_S = 10.0
 
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data", "clear_output", "error")
 """The kernel messages a learner sees as a cell's output (the times between them are its silences)."""
-
-PROFILES = {"native": {},
-            "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-            "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}}
-"""CPU profiles: this machine as it is, and two simulated ones (the environment variables that cap PyTorch's and
-oneDNN's instruction sets)."""
-
 
 def _parse_time(stamp: object) -> float:
     """Seconds since the epoch of a Jupyter message date (a datetime or an ISO string)."""
@@ -112,7 +106,7 @@ def execute_recording_outputs(notebook: Path, executed: Path, silences: Path) ->
     client = RecordingClient(book, timeout=600, kernel_name="python3",
                              resources={"metadata": {"path": str(notebook.parent)}})
     client.output_times = {}
-    client.execute()
+    execute_naming_dead_kernel(client, notebook.name)
     nbformat.write(book, executed)
     silences.write_text(json.dumps({str(index): times for index, times in client.output_times.items()}),
                         encoding="utf-8")
@@ -130,20 +124,23 @@ class LessonRun:
     silent_cells: list[tuple[int, str, float]]  # (index, cell id, seconds) of each cell silent > MAX_SILENT_S
 
 
-def run_lesson(lesson: str, profile: str = "native") -> LessonRun:
+def run_lesson(lesson: str, profile: str = "native", cache_root: Path | None = None) -> LessonRun:
     """Execute the lesson's solution notebook on CPU core 0 under ``profile``, in a scratch copy of its folder, and
-    read its cells' times and silences."""
+    read its cells' times and silences. Inductor's cache goes under ``cache_root`` (default: an empty scratch folder,
+    as a learner's first run has), in a folder of the profile's own."""
     import json
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / lesson
         shutil.copytree(ROOT / "solutions" / lesson, folder)
         pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-        env = {**os.environ, **PROFILES[profile], "TORCHINDUCTOR_CACHE_DIR": str(Path(scratch) / "inductor-cache")}
+        env = {**os.environ, **profile_variables(profile, cache_root or Path(scratch))}
         executed, times = folder / "executed.ipynb", folder / "output-times.json"
         start = time.perf_counter()
-        subprocess.run([*pin, sys.executable, __file__, "--execute", str(folder / f"{lesson}.ipynb"), str(executed),
-                        str(times)], cwd=folder, check=True, capture_output=True, env=env)
+        done = subprocess.run([*pin, sys.executable, __file__, "--execute", str(folder / f"{lesson}.ipynb"),
+                               str(executed), str(times)], cwd=folder, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"{lesson} under the {profile} profile failed: {done.stderr.strip()[-2000:]}")
         seconds = time.perf_counter() - start
         cells = load(executed)["cells"]
         output_times = {int(index): stamps for index, stamps in json.loads(times.read_text("utf-8")).items()}
@@ -202,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the one-sitting table for the lessons named (default all); 1 if any is over a budget."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lessons", nargs="*", metavar="LESSON", help=f"default: every lesson ({', '.join(LESSONS)})")
-    parser.add_argument("--profiles", default="", help=f"comma-separated CPU profiles to compare: {', '.join(PROFILES)}")
+    parser.add_argument("--profiles", default="", help=f"comma-separated CPU profiles to compare: {', '.join(CPU_PROFILES)}")
     parser.add_argument("--execute", nargs=3, metavar=("NOTEBOOK", "EXECUTED", "TIMES"),
                         help="(used by this script) execute one notebook, recording when each output was sent")
     args = parser.parse_args(argv)
@@ -214,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"LESSON: unknown {unknown}; the lessons are {', '.join(LESSONS)}")
     if args.profiles:
         profiles = [name.strip() for name in args.profiles.split(",")]
-        if set(profiles) - set(PROFILES):
-            parser.error(f"--profiles: unknown {sorted(set(profiles) - set(PROFILES))}; use {', '.join(PROFILES)}")
+        if set(profiles) - set(CPU_PROFILES):
+            parser.error(f"--profiles: unknown {sorted(set(profiles) - set(CPU_PROFILES))}; use {', '.join(CPU_PROFILES)}")
         return 1 if profiles_table(args.lessons or LESSONS, profiles) else 0
     print("| lesson | learner words | largest cell | exercises (points) | seconds on one core | longest silence, s "
           "(cell) |\n| --- | --- | --- | --- | --- | --- |")

@@ -89,6 +89,8 @@ def setup() -> "hardware.EnvironmentReport":
     without_tensorflow.install()  # where TensorFlow cannot be installed, its cells say so and skip it
     report = hardware.environment_report()
     print(report.one_line())
+    import gpucourse.referee  # noqa: F401  (its first load saves the genuine grading code, before any answer runs)
+
     return report
 
 

@@ -110,7 +110,7 @@ def check(name: str, yours: object, expected: object, *, hint: str = "", rtol: f
                         f"close to {_describe(expected)}", hint)
         _compare_numbers(name, float(yours), float(expected), rtol, atol, hint)
     elif isinstance(expected, str):
-        if yours != expected:
+        if not (isinstance(yours, str) and str.__eq__(yours, expected)):  # str's own ==, not an answer's __eq__
             _fail(name, f"yours {_describe(yours)}, expected {_describe(expected)}", hint)
     elif isinstance(expected, dict):
         if not isinstance(yours, dict):

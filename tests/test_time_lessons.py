@@ -34,7 +34,7 @@ def test_cell_silences_read_the_cells_timing_metadata():
     assert time_lessons._cell_seconds(cells[0]) == pytest.approx(20.0)
 
 
-COMPILING_LESSON = "16_capstone"  # torch.compile's CPU kernels; the lesson whose cached AVX2 kernels once crashed
+COMPILING_LESSON = "10_compilers"  # with one shared cache, its AVX2 kernels killed the next ordinary run (SIGSEGV)
 
 
 def test_each_cpu_profile_compiles_into_a_cache_folder_of_its_own(tmp_path) -> None:

@@ -26,6 +26,8 @@ from notebook_utils import (HIDDEN_REGION, ROOT, cell_by_grade_id, course, exerc
                             source, wrong_answers)
 from test_grading import _autograded, _expected
 
+import class_report  # noqa: E402  (tools/class_report.py; notebook_utils puts tools/ on the path)
+
 pytestmark = pytest.mark.slow
 
 LESSON = "00_getting_started"  # the quickest lesson: the routes, not the lessons, are under test here
@@ -215,6 +217,51 @@ def test_untouched_test_cells_raise_no_warning(exchange_route) -> None:
 def test_nbgrader_recognises_the_whole_configuration(exchange_route) -> None:
     for log in (exchange_route["autograde_log"], exchange_route["feedback_log"]):
         assert "not recognized" not in log, log
+
+
+# --------------------------------------------------------------------------- the class report (tools/class_report.py)
+
+EX2_CHECK = "the batch on the GPU, the model on the CPU"  # the first check lesson 00's typical ex2 mistake fails
+
+
+def test_class_report_counts_the_exchange_class(exchange_route) -> None:
+    """ada right, bob untouched, cyd right on ex1 and ex3 only: exact means, full marks and ranked failures."""
+    assert [(e.tests_id, e.points) for e in exercises(LESSON)] == [("ex1-tests", 2), ("ex2-tests", 3),
+                                                                     ("ex3-tests", 2)]  # what the counts below assume
+    root = exchange_route["root"]
+    report = class_report.build_report(root, LESSON, root / "gradebook.db")
+    assert report.students == STUDENTS
+    summary = {cell.grade_id: (cell.submissions, cell.graded, round(cell.mean, 4), cell.full_marks,
+                               [(group.group, group.count, group.students) for group in cell.failures])
+               for cell in report.cells}
+    not_answered = (class_report.NOT_ANSWERED, 1, ("bob",))
+    assert summary == {"ex1-tests": (3, 3, round(4 / 3, 4), 2, [not_answered]),
+                       "ex2-tests": (3, 3, 1.0, 1, [(f"CheckFailed: {EX2_CHECK}", 1, ("cyd",)), not_answered]),
+                       "ex3-tests": (3, 3, round(4 / 3, 4), 2, [not_answered]),
+                       "written-1": (3, 1, 0.0, 0, [not_answered])}  # ada's and cyd's answers await the instructor
+    assert [cell.grade_id for cell in report.cells] == list(summary)  # notebook order
+    ex2_failure = report.cells[1].failures[0]
+    assert ex2_failure.message.startswith(f"CheckFailed: {EX2_CHECK}: yours 'GPU in use', expected 'not on the GPU'\n"
+                                          "  Hint: walk the chain in order")
+
+
+def test_class_report_command_prints_and_writes_it(exchange_route, tmp_path, capsys) -> None:
+    """`python tools/course.py report 00` as the README shows it: the table printed, its CSV and chart written."""
+    root = exchange_route["root"]
+    assert course.main(["report", "00", "--course-root", str(root), "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == [f"Class report for {LESSON}: 3 autograded submissions", "",
+                         "ex1-tests: mean 1.33 / 2 (67%), full marks 2 of 3 (67%)"]
+    assert "written-1 (written): mean 0 / 2 (0%), full marks 0 of 1 (0%); 2 awaiting manual grading" in lines
+    with open(tmp_path / f"{LESSON}-class-report.csv", newline="", encoding="utf-8") as handle:
+        rows = [(row["cell"], row["rank"], row["failure"], row["failed_submissions"], row["students"])
+                for row in csv.DictReader(handle)]
+    assert rows == [("ex1-tests", "1", "not answered", "1", "bob"), ("ex2-tests", "1", f"CheckFailed: {EX2_CHECK}",
+                     "1", "cyd"), ("ex2-tests", "2", "not answered", "1", "bob"),
+                    ("ex3-tests", "1", "not answered", "1", "bob"), ("written-1", "1", "not answered", "1", "bob")]
+    assert (tmp_path / f"{LESSON}-class-report.png").read_bytes().startswith(b"\x89PNG")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "python tools/course.py report 00_getting_started" in readme[readme.index("## For instructors"):]
 
 
 # --------------------------------------------------------------------------- LMS download (Canvas) + zip_collect

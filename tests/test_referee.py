@@ -38,6 +38,7 @@ TAMPERS = {  # what the answer cell does -> words the failing test cell must say
                 "c.CheckFailed = Warning", "gpucourse.checks."),
     "numpy": ("import numpy as np; np.isclose = lambda *a, **k: np.array([True])", "numpy.isclose"),
     "builtins": ("import builtins; builtins.isinstance = lambda *a: True", "builtins.isinstance"),
+    "builtins_added": ("import builtins; builtins.check = lambda *a, **k: None", "builtins.check was added"),
     "validate": ("import gpucourse._validate as v; v.non_negative_number = lambda name, value: 1e300",
                  "gpucourse._validate.non_negative_number"),
     "code": ("import gpucourse.roofline as r\n"

@@ -33,7 +33,7 @@ class CheckFailed(AssertionError):
         lines = f"{type(self).__name__}: {self}".splitlines()
         for frame in _learner_frames(self)[-3:]:
             if frame.line:
-                where = "this cell" if frame.name == "<module>" else f"{frame.name}()"
+                where = "this cell" if frame.name in ("<module>", "tests") else f"{frame.name}()"
                 lines.append(f"    in {where}, line {frame.lineno}: {frame.line}")
         return lines
 

@@ -1,6 +1,8 @@
 """The referee of a test cell: the course's checks loaded privately, after an audit for replaced grading code.
 
-A test cell starts with ``from gpucourse.referee import check, check_raises, off_limits``. Each such import runs this
+A test cell runs its tests in a function, ``@run_now def tests():``, that starts with ``from gpucourse.referee import
+check, check_raises, off_limits``: what the tests compute stays local, out of an answer's reach (an answer's function
+can read or rebind the notebook's globals while the tests call it). Each import of the referee in a new cell runs this
 file afresh and hands over ``check``, ``check_raises`` and ``off_limits`` from a copy of ``checks.py`` of its own: the
 source the setup cell saw, executed into a module object that ``sys.modules`` never holds, so an answer that rebinds
 ``gpucourse.checks.check``, ``_fail``, ``CheckFailed``... changes nothing the test cell uses. Before that it audits the
@@ -95,6 +97,7 @@ class _Snapshot:
         self.builtins = builtins.__dict__
         self.saved_builtins = {name: value for name, value in self.builtins.items()
                                if isinstance(value, (types.BuiltinFunctionType, type))}
+        self.builtin_names = set(self.builtins)
         self.modules: dict[str, types.ModuleType] = {}
         self.globals: dict[str, dict[str, object]] = {}
         self.classes: list[tuple[type, str, dict[str, object]]] = []
@@ -191,6 +194,10 @@ class _Snapshot:
     def audit(self, shell: object = None, active_swaps: frozenset = frozenset()) -> list[str]:
         """Put back everything replaced since the snapshot; return what was replaced (empty if nothing)."""
         found = self._restore(self.builtins, self.saved_builtins, "builtins")
+        for key in [key for key, value in list(self.builtins.items())
+                    if key not in self.builtin_names and callable(value) and _made_in_notebook(value)]:
+            del self.builtins[key]
+            found.append(f"builtins.{key} was added")
         found += self._restore_watched(self.watched)
         for name, module in self.modules.items():
             if sys.modules.get(name, module) is not module:
@@ -527,6 +534,14 @@ def _referee(state: _Snapshot, private: types.ModuleType, exercise: str) -> tupl
     return check, check_raises
 
 
+def run_now(tests: object) -> None:
+    """Run a test cell's tests at once (a decorator): the names they compute stay inside the function, where an
+    answer's code cannot read or replace them; the cell's name ``tests`` is left bound to None."""
+    if not callable(tests):
+        raise TypeError(f"run_now decorates the test cell's function, got {type(tests).__name__}")
+    tests()
+
+
 def _load() -> tuple[object, object, object, type, type]:
     """Snapshot on the first load (the setup cell); on later loads audit, heal, and fail naming what was replaced."""
     import gpucourse.checks  # noqa: F401  (the live module, whose guards the private copy shares)
@@ -549,4 +564,4 @@ def _load() -> tuple[object, object, object, type, type]:
 
 check, check_raises, off_limits, CheckFailed, OffLimits = _load()
 
-__all__ = ["check", "check_raises", "off_limits", "CheckFailed", "OffLimits", "GradingCodeReplaced"]
+__all__ = ["check", "check_raises", "off_limits", "run_now", "CheckFailed", "OffLimits", "GradingCodeReplaced"]

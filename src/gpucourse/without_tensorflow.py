@@ -113,8 +113,9 @@ def uses_tensorflow(statement: ast.stmt, skipped: set[str] | frozenset[str] = fr
 
 
 def _is_graded_test(module: ast.Module) -> bool:
-    """A graded test cell of the course: it calls off_limits(...)."""
-    return any(isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "off_limits"
+    """A graded test cell of the course: it takes its checker from gpucourse.referee, or calls off_limits(...)."""
+    return any((isinstance(node, ast.ImportFrom) and node.module == "gpucourse.referee")
+               or (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "off_limits")
                for node in ast.walk(module))
 
 

@@ -103,7 +103,7 @@ def execute_recording_outputs(notebook: Path, executed: Path, silences: Path) ->
             return super().process_message(msg, cell, cell_index)
 
     book = nbformat.read(notebook, as_version=4)
-    client = RecordingClient(book, timeout=600, kernel_name="python3",
+    client = RecordingClient(book, timeout=syllabus.CELL_TIMEOUT_S, kernel_name="python3",
                              resources={"metadata": {"path": str(notebook.parent)}})
     client.output_times = {}
     execute_naming_dead_kernel(client, notebook.name)

@@ -61,6 +61,17 @@ class GradingCodeReplaced(RuntimeError):
         return [f"{type(self).__name__}: {self}"]
 
 
+def _repair(current: list, saved: list) -> bool:
+    """Take what a notebook cell added out of an IPython list, put back what it removed; True if it changed."""
+    foreign = [item for item in current if not any(item is kept for kept in saved) and _made_in_notebook(item)]
+    for item in foreign:
+        current.remove(item)
+    missing = [(index, item) for index, item in enumerate(saved) if not any(item is now for now in current)]
+    for index, item in missing:
+        current.insert(min(index, len(current)), item)
+    return bool(foreign or missing)
+
+
 def _module_of(obj: object) -> str | None:
     """The module that defined ``obj`` (a function, class, bound method, partial or callable instance)."""
     while isinstance(obj, functools.partial):
@@ -109,6 +120,8 @@ class _Snapshot:
         self.callbacks: dict[str, list[object]] = {}
         self.transformers: dict[str, list[object]] = {}
         self.custom_exceptions: object = ()
+        self.events: object = None
+        self.transformer_manager: object = None
         self.sources: dict[str, str] = {}
         self.pending: list[str] = []
         self.grading: str | None = None
@@ -183,6 +196,7 @@ class _Snapshot:
         self.callbacks = {event: list(shell.events.callbacks.get(event, [])) for event in _IPYTHON_EVENTS}
         self.transformers = {name: list(getattr(shell, name, [])) for name in _IPYTHON_TRANSFORMERS}
         self.custom_exceptions = shell.custom_exceptions
+        self.events, self.transformer_manager = shell.events, getattr(shell, "input_transformer_manager", None)
         parts = [shell] + ([shell.kernel] if getattr(shell, "kernel", None) is not None else [])
         self.shell_parts = [(part, type(part).__name__, dict(vars(part))) for part in parts]
         for part in parts:
@@ -226,9 +240,11 @@ class _Snapshot:
                 function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
                 found.append(f"the code of {shown} was replaced")
         found += self._audit_files()
-        if shell is not None:
-            found += self._audit_ipython(shell)
-        return found
+        return found + self.audit_ipython(shell)
+
+    def audit_ipython(self, shell: object) -> list[str]:
+        """The audit of IPython alone (what can swallow or rewrite a cell); nothing outside IPython."""
+        return self._audit_ipython(shell) if shell is not None and self.events is not None else []
 
     def audit_checker(self) -> list[str]:
         """The quick audit before each check: what ``check`` itself calls."""
@@ -282,27 +298,17 @@ class _Snapshot:
             shell.set_custom_exc((), None)
             shell.custom_exceptions = self.custom_exceptions
             found.append("IPython's exception handler was replaced (set_custom_exc)")
+        for name, saved in (("events", self.events), ("input_transformer_manager", self.transformer_manager)):
+            if saved is not None and getattr(shell, name, saved) is not saved:
+                setattr(shell, name, saved)
+                found.append(f"IPython's {name} was replaced")
         for name in _IPYTHON_TRANSFORMERS:
-            current = getattr(shell, name, None)
-            if not isinstance(current, list):
-                setattr(shell, name, list(self.transformers.get(name, [])))
-                found.append(f"IPython's {name} were replaced")
-                continue
-            foreign = [item for item in current
-                       if not any(item is saved for saved in self.transformers.get(name, []))
-                       and _made_in_notebook(item)]
-            for item in foreign:
-                current.remove(item)
-            if foreign:
+            if not isinstance(getattr(shell, name, None), list):
+                setattr(shell, name, [])
+            if _repair(getattr(shell, name), self.transformers.get(name, [])):
                 found.append(f"IPython's {name} were changed")
         for event in _IPYTHON_EVENTS:
-            callbacks = shell.events.callbacks.get(event, [])
-            foreign = [item for item in callbacks
-                       if not any(item is saved for saved in self.callbacks.get(event, []))
-                       and _made_in_notebook(item)]
-            for item in foreign:
-                callbacks.remove(item)
-            if foreign:
+            if _repair(shell.events.callbacks.setdefault(event, []), self.callbacks.get(event, [])):
                 found.append(f"IPython's {event} callbacks were changed")
         for owner, shown, saved in self.shell_parts:
             namespace = vars(owner)
@@ -487,6 +493,20 @@ def _after_cell(state: _Snapshot, result: object = None) -> None:
         state.pending += found
 
 
+def _check_cell(state: _Snapshot, lines: list[str]) -> list[str]:
+    """IPython input transformer (the first of input_transformers_post): if IPython's callbacks or transformers were
+    tampered with since the last audit, put them back (a notebook's later transformers no longer run on this cell)
+    and make the cell start with an import of the referee, which fails naming what was replaced."""
+    try:
+        found = state.audit_ipython(_shell())
+    except Exception as error:  # noqa: BLE001 (a transformer must return lines)
+        found = [f"the referee's audit failed ({type(error).__name__})"]
+    if not found:
+        return lines
+    state.pending += found
+    return [f"import {_NAME}\n"] + list(lines)
+
+
 def _install(state: _Snapshot) -> None:
     """Keep the snapshot; in IPython, serve the referee from it and audit before and after every cell."""
     sys.modules[_STATE] = types.ModuleType(_STATE, "The referee's snapshot of the genuine grading code.")
@@ -498,6 +518,7 @@ def _install(state: _Snapshot) -> None:
         sys.meta_path.insert(0, state.finder)
         shell.events.register("pre_run_cell", functools.partial(_before_cell, state))
         shell.events.register("post_run_cell", functools.partial(_after_cell, state))
+        shell.input_transformers_post.insert(0, functools.partial(_check_cell, state))
         state.take_ipython(shell)
 
 

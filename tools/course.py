@@ -284,12 +284,28 @@ def generate_release(target: Path) -> None:
         for lesson in lessons():
             run_generate_assignment(lesson, ROOT, target, f"sqlite:///{scratch}/gradebook.db")
     for lesson in lessons():
-        path = target / lesson / f"{lesson}.ipynb"
-        notebook = clean_notebook(read_notebook(path))
-        notebook["metadata"]["gpucourse"] = {
-            "generated": f"student version of solutions/{lesson}/{lesson}.ipynb by `make release`; edit that file, "
-                         "not this one"}
-        write_notebook(path, notebook)
+        finish_release(target, lesson)
+
+
+def finish_release(target: Path, lesson: str) -> None:
+    """Clean and mark a lesson's student notebook as nbgrader generated it into ``target``."""
+    path = target / lesson / f"{lesson}.ipynb"
+    notebook = clean_notebook(read_notebook(path))
+    notebook["metadata"]["gpucourse"] = {
+        "generated": f"student version of solutions/{lesson}/{lesson}.ipynb by `make release`; edit that file, "
+                     "not this one"}
+    write_notebook(path, notebook)
+
+
+def folder_differences(fresh: Path, committed: Path) -> list[str]:
+    """Files (relative names) present in only one of two folders, or different in bytes (checkpoints ignored)."""
+    def files(folder: Path) -> set[Path]:
+        return {p.relative_to(folder) for p in folder.rglob("*") if p.is_file()
+                and ".ipynb_checkpoints" not in p.parts} if folder.exists() else set()
+
+    new, old = files(fresh), files(committed)
+    return sorted(str(name) for name in new | old
+                  if name not in new or name not in old or (fresh / name).read_bytes() != (committed / name).read_bytes())
 
 
 # --------------------------------------------------------------------------- commands
@@ -331,12 +347,7 @@ def release_differences() -> list[str]:
     with tempfile.TemporaryDirectory() as scratch:
         fresh = Path(scratch) / "release"
         generate_release(fresh)
-        fresh_files = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
-        committed = {p.relative_to(RELEASE) for p in RELEASE.rglob("*") if p.is_file()
-                     and ".ipynb_checkpoints" not in p.parts} if RELEASE.exists() else set()
-        return sorted(str(name) for name in fresh_files | committed
-                      if name not in fresh_files or name not in committed
-                      or (fresh / name).read_bytes() != (RELEASE / name).read_bytes())
+        return folder_differences(fresh, RELEASE)
 
 
 def stamp_differences() -> list[str]:
@@ -371,11 +382,15 @@ def cmd_workspace() -> list[str]:
     return copied
 
 
-def cmd_gradebook(course_root: Path = ROOT) -> list[str]:
-    """Store every lesson's cells and points in the gradebook of ``course_root`` (needed before autograde)."""
+def cmd_gradebook(course_root: Path = ROOT, release_to: Path | None = None) -> list[str]:
+    """Store every lesson's cells and points in the gradebook of ``course_root`` (needed before autograde); the
+    student versions nbgrader generates on the way are kept, cleaned as `make release` does, in ``release_to``."""
     with tempfile.TemporaryDirectory() as scratch:
+        target = Path(scratch) / "release" if release_to is None else Path(release_to)
         for lesson in lessons(course_root):
-            run_generate_assignment(lesson, course_root, Path(scratch) / "release", None)
+            run_generate_assignment(lesson, course_root, target, None)
+            if release_to is not None:
+                finish_release(target, lesson)
     return [f"registered {lesson}" for lesson in lessons(course_root)]
 
 

@@ -4,6 +4,8 @@ Kinds: 'constant' (a fixed value: this machine's or the visible test's), 'helper
 the learner's code), 'visible_only' (right on the visible test's input only), 'typical' (the lesson's usual mistake).
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''def device_records(nvml) -> list:
     """One dict per GPU (name, driver, compute_capability, memory_gib, max_sm_clock_mhz, power_limit_w), via NVML."""
 '''
@@ -145,3 +147,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

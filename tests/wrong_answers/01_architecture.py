@@ -4,6 +4,8 @@ Kinds: 'constant' (a fixed value: the visible test's), 'helper' (the course's ow
 code), 'visible_only' (right on the visible test's inputs only), 'typical' (the lesson's usual mistake), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def warps_to_hide(sm, target: float = 0.9):
     """Fewest warps that keep the simulated SM at least `target` busy, or None if sm.max_warps cannot."""
@@ -163,3 +165,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

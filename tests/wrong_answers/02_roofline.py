@@ -4,6 +4,8 @@ Kinds: 'constant' (a fixed value: the visible test's), 'helper' (the course's ow
 code), 'visible_only' (right on the visible test's inputs only), 'typical' (the lesson's usual mistake), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _E1 = '''\
 def linear_layer_cost(batch: int, in_features: int, out_features: int, dtype_bytes: int) -> tuple[int, int]:
     """(FLOPs, bytes) of the forward pass y = x @ W.T + b."""
@@ -149,3 +151,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -6,6 +6,8 @@ catch it), "visible_only" (right on the visible test's input only), "typical" (t
 the full nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1_HEAD = '''\
 def my_benchmark(fn: Callable[[], object], sync: Callable[[], None], warmup: int = 2, repeats: int = 10,
                  clock: Callable[[], float] = time.perf_counter) -> float:
@@ -329,3 +331,5 @@ def _time_once(fn, clock):
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

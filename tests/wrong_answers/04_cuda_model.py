@@ -6,6 +6,8 @@ that is not a kernel of one thread), "visible_only" (right on the visible test's
 lesson's typical mistake, used in the full nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1_HEAD = '''\
 def make_vector_add_kernel():
     """Return a CUDA kernel vector_add(a, b, out) that sets out[i] = a[i] + b[i] for any n, under any launch."""
@@ -212,3 +214,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''' + _EX3_TAIL,
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -7,6 +7,8 @@ the full nbgrader pipeline), and more: "no_atomic" (a plain += where blocks shar
 tracer reports) and "off_by_one_guard" (a guard written with <=).
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1_HEAD = '''\
 def make_tiled_matmul_kernel(tile: int):
     """Return a CUDA kernel matmul(A, B, C) computing C = A @ B with tile x tile blocks and shared-memory tiles."""
@@ -289,3 +291,5 @@ WRONG: dict[str, dict[str, str]] = {
                                        write_guard="out_row <= out.shape[0] and out_col <= out.shape[1]"),
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

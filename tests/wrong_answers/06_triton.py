@@ -7,6 +7,8 @@ typical mistake, used in the full nbgrader pipeline), and more: a missing mask, 
 ignored, masked softmax lanes loaded as 0, a K slice unmasked.
 """
 
+from wrong_answers.tampering import with_tampering
+
 # --------------------------------------------------------------------------- Exercise 1: fused residual + SiLU
 
 _EX1_KERNEL_HEAD = '''\
@@ -307,3 +309,5 @@ WRONG["ex4-solution"] = {
     return None
 '''),
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

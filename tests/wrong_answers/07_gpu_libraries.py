@@ -5,6 +5,8 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def tf32_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b with both inputs rounded to TF32 (10 mantissa bits, nearest, ties to even), summed in float32."""
@@ -129,3 +131,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -5,6 +5,8 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def to_device(batch, device, non_blocking: bool = False):
     """A copy of batch with every tensor moved to device; dicts, lists, tuples and named tuples keep their type."""
@@ -273,3 +275,5 @@ def placement_report(requested: str, fn) -> dict:
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -5,6 +5,8 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, TensorDataset
 
@@ -277,3 +279,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

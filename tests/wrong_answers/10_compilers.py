@@ -5,6 +5,8 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def diagnose(prof, stages) -> dict:
     """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
@@ -218,3 +220,5 @@ WRONG["ex4-solution"] = {
     return [fn(batch) for batch in batches]
 ''',
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

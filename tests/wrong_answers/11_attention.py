@@ -7,6 +7,8 @@ running sum never rescaled, stored blocks, the scores built in numpy, a query bl
 by one, SDPA called inside, several backends enabled at once, the whole prefix recomputed at every step.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def streaming_logsumexp(blocks) -> torch.Tensor:
     """Row-wise logsumexp over a stream of (rows, width) blocks read once, with a running max and sum per row."""
@@ -241,3 +243,5 @@ WRONG: dict[str, dict[str, str]] = {
 '''),
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

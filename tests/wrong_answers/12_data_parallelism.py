@@ -5,6 +5,8 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def combine_gradients(local_grads: list[dict[str, np.ndarray]], shard_sizes: list[int]) -> dict[str, np.ndarray]:
     """Full-batch gradient from per-shard mean-loss gradients."""
@@ -233,3 +235,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -5,6 +5,8 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+from wrong_answers.tampering import with_tampering
+
 _EX1 = '''\
 def pipeline_schedule(stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
     """Each stage's order of passes."""
@@ -441,3 +443,6 @@ _ADAM_STATE = {}
     },
     "ex3-solution": _WRONG_EX3,
 }
+
+# every exercise also gets the tampering kinds (tampering/); Exercise 1's calls the visible reference it had
+WRONG = with_tampering(WRONG, references={"ex1-solution": "reference_orders(p, m, bounded=True)"})

@@ -4,6 +4,8 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.
 """
 
+from wrong_answers.tampering import with_tampering
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         "constant": '''\
@@ -453,3 +455,5 @@ def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, sca
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -4,6 +4,8 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.
 """
 
+from wrong_answers.tampering import with_tampering
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         "constant": '''\
@@ -204,3 +206,5 @@ def largest_micro_batch(try_step, batch_size: int) -> int:
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -4,6 +4,8 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.
 """
 
+from wrong_answers.tampering import with_tampering
+
 EX1_SIGNATURE = '''\
 def profile_loop(next_batch, step, sync, batch_size: int, steps: int = 20, warmup: int = 3,
                  clock=time.perf_counter) -> dict:
@@ -262,3 +264,5 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -1,9 +1,15 @@
 """nbgrader's whole pipeline on a throw-away copy of the course, as an instructor runs it (README).
 
-Per lesson, four students submit: the solutions, the untouched release, one with the odd-numbered exercises
-wrong that went through a Colab round-trip (cell ids dropped, Colab metadata added), and one with the
-even-numbered exercises wrong *and* every test cell gutted. Autograde, feedback and export must give exact
-scores; the untouched release must also fail only in its exercise cells, and only with NotImplementedError.
+Per lesson, three students submit: the untouched release, one with the odd-numbered exercises wrong that went
+through a Colab round-trip (cell ids dropped, Colab metadata added), and one with the even-numbered exercises
+answered by tampering (a constant, with the course's check rebound in every module) *and* every test cell gutted.
+Autograde, feedback and export must give exact scores; the untouched release must also fail only in its exercise
+cells, and only with NotImplementedError.
+
+The two half-wrong submissions hold the model answers of the other half, so between them nbgrader grades every model
+answer (full marks, exactly). The complete solution notebook is not submitted a third time: nbval executes it, and
+its test cells pass five times in a row there (tests/lesson_notebooks.py). A complete model submission is still
+graded on the exchange route (tests/test_exchange.py) and on a simulated AVX2 CPU (below).
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from pathlib import Path
 import pytest
 
 from notebook_utils import (LESSONS, LOW_PRECISION_LESSONS, ROOT, cell_by_grade_id, course, exercises, load, nbgrader,
-                            profile_variables, release_path, solution_path, source, wrong_answers, written_answers)
+                            profile_variables, release_path, solution_path, source, wrong_answer_sets,
+                            written_answers)
 
 pytestmark = pytest.mark.slow
 
-STUDENTS = ("correct", "untouched", "wrong_odd_via_colab", "tampered_even")
+STUDENTS = ("untouched", "wrong_odd_via_colab", "tampered_even")
 
 
 def _set_source(cell: dict, text: str) -> None:
@@ -40,12 +47,13 @@ def _with_solutions(lesson: str) -> dict:
     return submission
 
 
-def _with_wrong(submission: dict, lesson: str, parity: int) -> dict:
-    """Replace the solutions of exercises ex1, ex3, ... (parity 1) or ex2, ex4, ... (parity 0) by wrong answers."""
-    wrong = wrong_answers(lesson)
+def _with_wrong(submission: dict, lesson: str, parity: int, kind: str = "typical") -> dict:
+    """Replace the solutions of exercises ex1, ex3, ... (parity 1) or ex2, ex4, ... (parity 0) by wrong answers of
+    ``kind`` (tests/wrong_answers/: "typical", or a tampering kind such as "tamper_check")."""
+    wrong = wrong_answer_sets(lesson)
     for index, exercise in enumerate(exercises(lesson), start=1):
         if index % 2 == parity:
-            _set_source(cell_by_grade_id(submission, exercise.solution_id), wrong[exercise.solution_id])
+            _set_source(cell_by_grade_id(submission, exercise.solution_id), wrong[exercise.solution_id][kind])
     return submission
 
 
@@ -77,7 +85,7 @@ def _submissions(lesson: str) -> dict[str, dict]:
         "correct": _with_solutions(lesson),
         "untouched": load(release_path(lesson)),
         "wrong_odd_via_colab": _colab_round_trip(_with_wrong(_with_solutions(lesson), lesson, parity=1)),
-        "tampered_even": _gut_test_cells(_with_wrong(_with_solutions(lesson), lesson, parity=0)),
+        "tampered_even": _gut_test_cells(_with_wrong(_with_solutions(lesson), lesson, parity=0, kind="tamper_check")),
     }
 
 
@@ -93,7 +101,7 @@ def run_pipeline(lesson: str, root: Path, students: tuple[str, ...] = STUDENTS, 
     """Run the README's instructor workflow for one lesson on a copy of the course; return what it produced."""
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
-    course.cmd_gradebook(root)  # README step 1, for the lesson present in the copy
+    course.cmd_gradebook(root, release_to=root / "fresh-release")  # README step 1, for the lesson in the copy
     for student, notebook in _submissions(lesson).items():
         if student not in students:
             continue
@@ -140,8 +148,13 @@ class GradingPipeline:
     def graded(cls, tmp_path_factory) -> dict:
         return run_pipeline(cls.lesson, tmp_path_factory.mktemp(f"course-{cls.lesson}"))
 
-    def test_solutions_get_full_marks(self, graded) -> None:
-        assert _autograded(graded["scores"]["correct"]) == _expected(graded["lesson"], set())
+    def test_every_model_answer_gets_full_marks_from_nbgrader(self, graded) -> None:
+        """Each exercise's model answer, in the half-wrong submission that holds it, scores exactly its points."""
+        lesson, scores = graded["lesson"], graded["scores"]
+        right_in = {1: "tampered_even", 0: "wrong_odd_via_colab"}  # odd exercises are right where even ones are wrong
+        for index, exercise in enumerate(exercises(lesson), start=1):
+            got = scores[right_in[index % 2]][exercise.tests_id]
+            assert got == (exercise.points, exercise.points), f"{lesson}/{exercise.name}: model answer scored {got}"
 
 
     def test_untouched_release_scores_zero_everywhere(self, graded) -> None:
@@ -170,13 +183,20 @@ class GradingPipeline:
                 assert graded["scores"][student][grade_id] == (expected, points)
 
 
+    def test_committed_release_is_what_nbgrader_generates(self, graded) -> None:
+        """notebooks/LESSON is exactly the student version nbgrader generated while registering the lesson (the
+        generation `make release` runs; run it if this fails)."""
+        lesson = graded["lesson"]
+        assert course.folder_differences(graded["root"] / "fresh-release" / lesson, ROOT / "notebooks" / lesson) == []
+
     def test_feedback_and_export(self, graded) -> None:
         lesson, root = graded["lesson"], graded["root"]
-        total = sum(e.points for e in exercises(lesson))
+        points = {parity: sum(e.points for i, e in enumerate(exercises(lesson), start=1) if i % 2 == parity)
+                  for parity in (0, 1)}
         for student in STUDENTS:
             html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
             assert lesson in html
-        assert graded["exported"]["correct"] == total and graded["exported"]["untouched"] == 0
+        assert graded["exported"] == {"untouched": 0, "wrong_odd_via_colab": points[0], "tampered_even": points[1]}
 
 
     def test_untouched_release_fails_only_in_exercises(self, graded) -> None:

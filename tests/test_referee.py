@@ -48,6 +48,11 @@ TAMPERS = {  # what the answer cell does -> words the failing test cell must say
               "gpucourse.microbench.SimulatedSM.run"),
     "custom_exc": ("get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)", "set_custom_exc"),
     "input_transformer": ("get_ipython().input_transformers_post.append(lambda lines: [])", "input_transformers_post"),
+    "cleanup_transformer": ("get_ipython().input_transformers_cleanup.append(lambda lines: [])",
+                            "input_transformers_cleanup"),
+    "no_callbacks": ("ip = get_ipython()\nfor event in ('pre_run_cell', 'post_run_cell', 'pre_execute', 'post_execute'):\n"
+                     "    ip.events.callbacks[event].clear()\nip.input_transformers_post.append(lambda lines: [])",
+                     "input_transformers_post were changed (and 4 more)"),
     "ast_transformer": ("import ast\nclass Empty(ast.NodeTransformer):\n    def visit_Module(self, node):\n"
                         "        node.body = []\n        return node\nget_ipython().ast_transformers.append(Empty())",
                         "ast_transformers"),
@@ -185,3 +190,32 @@ def test_an_answer_equal_to_everything_is_not_the_expected_text() -> None:
     with pytest.raises(referee.CheckFailed, match="yours 'anything', expected 'softmax'"):
         referee.check("order", EqualToAll("anything"), "softmax")
     referee.check("a str subclass with the right text passes", EqualToAll("softmax"), "softmax", quiet=True)
+
+
+def test_every_lesson_has_every_tampering_kind() -> None:
+    """tests/wrong_answers/tampering/ adds each kind to every exercise whose constant answer allows it."""
+    from notebook_utils import LESSONS, exercises, wrong_answer_sets
+    from wrong_answers.tampering import TAMPER_KINDS
+
+    for lesson in LESSONS:
+        sets = wrong_answer_sets(lesson)
+        assert set(TAMPER_KINDS) <= set().union(*sets.values()), lesson
+        assert all({"tamper_check", "tamper_hooks"} <= set(sets[e.solution_id]) for e in exercises(lesson)), lesson
+
+
+def test_tampering_goes_into_the_answer_function_after_its_docstring() -> None:
+    from wrong_answers.tampering import tampering, with_tampering
+
+    constant = ('import math\n\n\ndef f(a, b):\n    """Doc."""\n    @decorate\n    def g():\n        pass\n\n'
+                '    return 1\n')
+    kinds = tampering(constant, reference="reference_orders(a, b, bounded=True)")
+    lines = kinds["tamper_reference"].splitlines()
+    assert lines[4:8] == ['    """Doc."""', "    _reference = globals().get('reference_orders')",
+                          "    if callable(_reference):", "        return _reference(a, b, bounded=True)"]
+    assert lines[8] == "    @decorate"
+    assert kinds["tamper_check"].endswith(constant) and kinds["tamper_hooks"].endswith(constant)
+    assert "tamper_during_test" not in tampering("class A:\n    def f(self):\n        return 1\n")
+    with pytest.raises(ValueError, match="no wrong answers"):
+        with_tampering({"ex1-solution": {"constant": constant}}, references={"ex2-solution": "r(a)"})
+    with pytest.raises(ValueError, match="defines the answer"):
+        tampering("x = 1\n")

@@ -166,4 +166,15 @@ WRONG: dict[str, dict[str, str]] = {
     },
 }
 
+# patches the SM it is handed so that every warp count looks busy (the test judges on a twin it never sees)
+WRONG["ex1-solution"]["tamper_instance"] = '''\
+def warps_to_hide(sm, target: float) -> int | None:
+    """Fewest resident warps whose run keeps the SM busy at least `target` of the time (None if max_warps cannot)."""
+    class Busy:
+        busy = 1.0
+
+    sm.run = lambda warps, loads_per_warp=32: Busy()
+    return 1
+'''
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

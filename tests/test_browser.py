@@ -168,6 +168,9 @@ def test_learner_lab_runs_a_lesson_through_the_menu(page, screenshots, tmp_path)
     notebook_path = _learner_work_folder(work)
     cells = json.loads(notebook_path.read_text(encoding="utf-8"))["cells"]
     code_cells = sum(cell["cell_type"] == "code" for cell in cells)
+    collapsed = sum(cell["cell_type"] == "code" and cell["metadata"].get("jupyter", {}).get("source_hidden", False)
+                    for cell in cells)  # the setup cell shows as a collapsed form: JupyterLab draws no prompt for it
+    assert collapsed == 1
     with running_lab("learner", work, tmp_path) as (base, token):
         started = time.monotonic()
         _open_lab(page, f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={token}")
@@ -175,7 +178,8 @@ def test_learner_lab_runs_a_lesson_through_the_menu(page, screenshots, tmp_path)
         page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {len(cells)}")
         page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
         page.locator(".lm-Menu-item", has_text=re.compile(r"^Run All Cells")).first.click()
-        _wait_until_all_cells_ran(page, code_cells, screenshots)
+        assert page.locator(".jp-CodeCell .jp-InputPlaceholder").count() == collapsed, "the setup cell is not collapsed"
+        _wait_until_all_cells_ran(page, code_cells - collapsed, screenshots)
         page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
         print(f"learner lab: lesson {LESSON} opened and run in {time.monotonic() - started:.0f} s")
         page.screenshot(path=screenshots / "learner-top.png")

@@ -105,7 +105,12 @@ def cell_by_grade_id(notebook: dict, grade_id: str) -> dict:
 WRONG_KINDS = ("constant", "helper", "visible_only", "typical")  # every exercise has at least these four
 
 
-def wrong_answer_sets(lesson: str) -> dict[str, dict[str, str]]:
+TAMPERING_PREFIX = "tamper_"
+"""Kinds of wrong answer that tamper with the course's grading code: they run only in a notebook's kernel (nbval's
+run), where the referee heals what they replace; run in the test process, they would break the tests after them."""
+
+
+def wrong_answer_sets(lesson: str, tampering: bool = True) -> dict[str, dict[str, str]]:
     """tests/wrong_answers/<lesson>.py's WRONG: solution grade_id -> {kind: source of a plausible wrong answer}.
 
     Kinds: 'constant' (returns a fixed value), 'helper' (calls the course's own helper), 'visible_only' (right only
@@ -116,7 +121,8 @@ def wrong_answer_sets(lesson: str) -> dict[str, dict[str, str]]:
     spec = importlib.util.spec_from_file_location(f"wrong_{lesson}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {grade_id: ({"typical": kinds} if isinstance(kinds, str) else dict(kinds))
+    return {grade_id: {kind: text for kind, text in ({"typical": kinds} if isinstance(kinds, str) else kinds).items()
+                       if tampering or not kind.startswith(TAMPERING_PREFIX)}
             for grade_id, kinds in module.WRONG.items()}
 
 

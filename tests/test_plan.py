@@ -19,7 +19,7 @@ from notebook_utils import cell_by_grade_id, load, solution_path, source, wrong_
 SOLUTION = source(cell_by_grade_id(load(solution_path("13_sharding")), "ex4-solution"))
 """The notebook's model answer (solutions/13_sharding), read from it: one source of truth."""
 
-WRONG: dict[str, str] = wrong_answer_sets("13_sharding")["ex4-solution"]
+WRONG: dict[str, str] = wrong_answer_sets("13_sharding", tampering=False)["ex4-solution"]
 """The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""
 
 

@@ -26,7 +26,7 @@ STUB = source(cell_by_grade_id(_RELEASE, "ex3-solution"))
 _ROWS = "rows = slice(rank * part, (rank + 1) * part)"
 _FORWARD_REGION = re.compile(r"(def tp_forward.*?)### BEGIN SOLUTION\n.*?### END SOLUTION\n?", re.S)
 
-WRONG_EX3: dict[str, str] = wrong_answer_sets("13_sharding")["ex3-solution"]
+WRONG_EX3: dict[str, str] = wrong_answer_sets("13_sharding", tampering=False)["ex3-solution"]
 """The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""
 
 # What each wrong answer's failure message must say (the problem, or its hint).

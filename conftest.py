@@ -18,7 +18,21 @@ gpucourse.load_triton_before_tensorflow()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark nbval's notebook cells slow (`make test` keeps each notebook on one worker with --dist loadscope)."""
+    """Mark nbval's notebook cells slow, and run the slow tests first.
+
+    `make test` keeps each notebook (each module, each class) on one worker with --dist loadscope, and hands scopes
+    out in collection order: the long scopes (a lesson with its wrong answers, a lesson's grading pipeline) go first,
+    so the quick unit tests fill in at the end instead of one worker waiting on a long lesson collected last.
+    """
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_longest_first)
+
+
+def _longest_first(item: pytest.Item) -> tuple[bool, bool, int]:
+    """Sort key: solution notebooks first, the later (longer) lessons before the earlier, then slow tests, then the
+    rest; the order within a notebook or a module is kept (the sort is stable)."""
+    notebook = item.path.suffix == ".ipynb"
+    lesson = int(item.path.stem[:2]) if notebook and item.path.stem[:2].isdigit() else 0
+    return not notebook, item.get_closest_marker("slow") is None, -lesson

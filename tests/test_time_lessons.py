@@ -52,8 +52,8 @@ def test_each_cpu_profile_compiles_into_a_cache_folder_of_its_own(tmp_path) -> N
 def test_a_compiling_lesson_runs_under_avx2_then_ordinarily_on_one_cache_root(tmp_path) -> None:
     """A learner's ordinary run after a run under the AVX2 profile, both given the same cache root, must not load the
     kernels compiled for AVX2 (on an AVX-512 machine those killed the kernel: SIGSEGV)."""
-    time_lessons.run_lesson(COMPILING_LESSON, "avx2", cache_root=tmp_path)
-    time_lessons.run_lesson(COMPILING_LESSON, "native", cache_root=tmp_path)
+    time_lessons.run_lesson(COMPILING_LESSON, "avx2", cache_root=tmp_path, pin=False)  # timing is not the point
+    time_lessons.run_lesson(COMPILING_LESSON, "native", cache_root=tmp_path, pin=False)
     compiled = {folder.name: sum(1 for _ in folder.rglob("*.so")) for folder in tmp_path.iterdir()}
     assert set(compiled) == {"inductor-avx2", "inductor-native"}, compiled
     assert all(count > 0 for count in compiled.values()), f"a run compiled nothing: {compiled}"

@@ -124,20 +124,20 @@ class LessonRun:
     silent_cells: list[tuple[int, str, float]]  # (index, cell id, seconds) of each cell silent > MAX_SILENT_S
 
 
-def run_lesson(lesson: str, profile: str = "native", cache_root: Path | None = None) -> LessonRun:
-    """Execute the lesson's solution notebook on CPU core 0 under ``profile``, in a scratch copy of its folder, and
-    read its cells' times and silences. Inductor's cache goes under ``cache_root`` (default: an empty scratch folder,
-    as a learner's first run has), in a folder of the profile's own."""
+def run_lesson(lesson: str, profile: str = "native", cache_root: Path | None = None, pin: bool = True) -> LessonRun:
+    """Execute the lesson's solution notebook on CPU core 0 (unless ``pin`` is False) under ``profile``, in a scratch
+    copy of its folder, and read its cells' times and silences. Inductor's cache goes under ``cache_root`` (default:
+    an empty scratch folder, as a learner's first run has), in a folder of the profile's own."""
     import json
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / lesson
         shutil.copytree(ROOT / "solutions" / lesson, folder)
-        pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+        taskset = ["taskset", "-c", "0"] if pin and shutil.which("taskset") else []
         env = {**os.environ, **profile_variables(profile, cache_root or Path(scratch))}
         executed, times = folder / "executed.ipynb", folder / "output-times.json"
         start = time.perf_counter()
-        done = subprocess.run([*pin, sys.executable, __file__, "--execute", str(folder / f"{lesson}.ipynb"),
+        done = subprocess.run([*taskset, sys.executable, __file__, "--execute", str(folder / f"{lesson}.ipynb"),
                                str(executed), str(times)], cwd=folder, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"{lesson} under the {profile} profile failed: {done.stderr.strip()[-2000:]}")

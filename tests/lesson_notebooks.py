@@ -32,9 +32,15 @@ from nbval.kernel import CURRENT_ENV_KERNEL_NAME, RunningKernel, start_new_kerne
 from nbval.plugin import IPyNbCell, IPyNbFile
 
 from gpucourse import syllabus
-from notebook_utils import ROOT, nbgrader, source, wrong_answer_sets
+from notebook_utils import ROOT, TAMPERING_PREFIX, nbgrader, source, wrong_answer_sets
 
 SOLUTION_RUNS = 5  # consecutive passing runs of each test cell with the model answer in place
+TAMPERING_WITHOUT_REPLACING = ("tamper_reference", "tamper_names", "tamper_instance")
+"""Tampering kinds that replace none of the course's code (they read or pre-fill notebook names, or patch an object
+the answer was handed): they fail by the checks; every other tamper_ kind must fail with GradingCodeReplaced."""
+CAUGHT_BY_THE_CHECKS = {("13_sharding", "ex2", "tamper_during_test"):
+                        "the answer runs in gloo worker processes; what it rebinds there, the checks catch"}
+"""(lesson, exercise, kind): why that tampering fails by a check, not by the referee's sentence."""
 CRASHES = ("NameError", "SyntaxError", "IndentationError")  # a wrong answer must be caught by a check, not these
 POLL_S = 1.0  # how often a waiting cell checks that its kernel is still alive
 
@@ -272,14 +278,15 @@ class LessonCell(IPyNbCell):
     def runtest(self) -> None:
         """Run the cell as nbval does; fail if it wrote to stderr or the kernel died under it."""
         kernel = self.parent.kernel
+        if not kernel.is_alive():
+            pytest.fail(f"{self.parent.path.name}, cell {self.cell_num}: not run, the kernel died earlier (the first "
+                        "failure of this notebook says where)", pytrace=False)
         meta = nbgrader(self.cell)
         if meta.get("solution") and self.cell.cell_type == "code":
             code = source(self.cell)
             self.parent.model_answers[meta["grade_id"]] = code
-            run_code(kernel, self.parent.coverage.register(meta["grade_id"], code))
-        if not kernel.is_alive():
-            pytest.fail(f"{self.parent.path.name}, cell {self.cell_num}: not run, the kernel died earlier (the first "
-                        "failure of this notebook says where)", pytrace=False)
+            registered = run_code(kernel, self.parent.coverage.register(meta["grade_id"], code))
+            assert not registered.failed, f"could not name {meta['grade_id']} for coverage: {registered.describe()}"
         died = None
         try:
             super().runtest()
@@ -341,6 +348,12 @@ class WrongAnswers(KernelItem):
                          if outcome.error in CRASHES)
         assert not crashes, (f"{self.parent.path.stem}/{self.exercise}: wrong answers that crash instead of being "
                              f"checked: {crashes}")
+        unnoticed = sorted(f"{kind}: {outcome.describe()}" for kind, outcome in outcomes.items()
+                           if kind.startswith(TAMPERING_PREFIX) and kind not in TAMPERING_WITHOUT_REPLACING
+                           and (self.parent.path.stem, self.exercise, kind) not in CAUGHT_BY_THE_CHECKS
+                           and outcome.error != "GradingCodeReplaced")
+        assert not unnoticed, (f"{self.parent.path.stem}/{self.exercise}: tampering the referee did not name (they "
+                               f"failed for another reason): {unnoticed}")
 
 
 class Repeats(KernelItem):

@@ -399,3 +399,15 @@ def test_autograde_names_the_student_notebook_and_cell_whose_kernel_died():
                                               r"\(ex1-solution\), which starts 'import os, signal'"):
         execute.preprocess(notebook, resources)
     assert time.monotonic() - started < 30
+
+
+def test_autograde_runs_nbgraders_own_preprocessors_with_execute_naming_the_cell():
+    """nbgrader_config.py lists autograde's preprocessors by hand: they must stay nbgrader's, Execute swapped."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    course = _nbgrader_config_namespace()
+    defaults = Autograde.class_traits()["autograde_preprocessors"].make_dynamic_default()
+    assert Execute in defaults
+    assert course["c"].Autograde.autograde_preprocessors == [course["ExecuteNamingTheCell"] if p is Execute else p
+                                                               for p in defaults]

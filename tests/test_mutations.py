@@ -50,7 +50,7 @@ def test_a_kernel_that_dies_is_reported_in_seconds_with_its_signal() -> None:
         started = time.monotonic()
         with pytest.raises(KernelDied, match="SIGSEGV"):
             run_code(kernel, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 30  # seconds, not nbval's 2,000 s (a loaded CI machine is slow)
     finally:
         if kernel.is_alive():
             kernel.stop()

@@ -118,7 +118,7 @@ def test_a_tampering_answer_fails_its_test_cell_in_one_sentence(report: dict, ta
     assert cell["failed"], cell["text"]
     assert "GradingCodeReplaced: Exercise 2 cannot be graded: " in cell["text"], cell["text"]
     assert TAMPERS[tamper][1] in cell["text"], cell["text"]
-    assert "restart the kernel" in cell["text"]
+    assert "It has been put back: take that code out of your answer" in cell["text"]
 
 
 @pytest.mark.parametrize("tamper", sorted(TAMPERS))
@@ -168,8 +168,9 @@ def test_the_sentence_names_the_exercise_and_what_was_replaced() -> None:
     from gpucourse import referee
 
     assert referee._sentence("Exercise 3", ["numpy.isclose was replaced", "builtins.abs was replaced"]) == (
-        "Exercise 3 cannot be graded: numpy.isclose was replaced (and 1 more) in this kernel (by an answer cell?); "
-        "restart the kernel and run the notebook again without changing the course's code.")
+        "Exercise 3 cannot be graded: numpy.isclose was replaced (and 1 more) in this kernel, by an earlier cell (an "
+        "answer?). It has been put back: take that code out of your answer, then run your answer cell and this cell "
+        "again.")
     assert referee._exercise_of('"""Exercise 12: a ring."""\nfrom gpucourse.referee import check') == "Exercise 12"
     assert referee._exercise_of("x = 1") == "This exercise"
 

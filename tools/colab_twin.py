@@ -236,9 +236,9 @@ def execute(path: Path, output: Path, workdir: Path, kernel: str) -> None:
     try:
         client.execute()
     except nbclient.exceptions.DeadKernelError:
-        cell = running[-1] if running else None
-        raise SystemExit(f"{path.name}: the kernel died while running cell {cell} (a crash in native code, or out of "
-                         "memory); the cells after it did not run") from None
+        where = f"while running cell {running[-1]}" if running else "before any cell ran"
+        raise SystemExit(f"{path.name}: the kernel died {where} (a crash in native code, or out of memory); the cells "
+                         "after it did not run") from None
     nbformat.write(notebook, output)
 
 

@@ -415,8 +415,8 @@ def _exercise_of(source: str) -> str:
 def _sentence(exercise: str, found: list[str]) -> str:
     """The one sentence a tampered test cell fails with."""
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    return (f"{exercise} cannot be graded: {found[0]}{more} in this kernel (by an answer cell?); restart the kernel "
-            f"and run the notebook again without changing the course's code.")
+    return (f"{exercise} cannot be graded: {found[0]}{more} in this kernel, by an earlier cell (an answer?). It has "
+            f"been put back: take that code out of your answer, then run your answer cell and this cell again.")
 
 
 def _calling_cell_source() -> str:

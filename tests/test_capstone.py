@@ -400,26 +400,26 @@ def test_autocast_choice_on_the_cpu():
         capstone.autocast_dtype("cpu", "int8")
 
 
-@pytest.mark.parametrize("lesson_14_answer, expected", [("bfloat16", (False,)), ("float16", (True,))])
-def test_mixed_precision_is_lesson_14s_choice_and_float16_gets_a_scaler(monkeypatch, lesson_14_answer, expected):
+@pytest.mark.parametrize("lesson_12_answer, expected", [("bfloat16", (False,)), ("float16", (True,))])
+def test_mixed_precision_is_lesson_12s_choice_and_float16_gets_a_scaler(monkeypatch, lesson_12_answer, expected):
     """'mixed' asks gpucourse.precision.autocast_dtype (faked here as on an A100 and on a T4); float16 -> GradScaler."""
     from gpucourse import precision
 
     asked = []
 
-    def lesson_14(device):
+    def lesson_12(device):
         asked.append(device)
-        return getattr(torch, lesson_14_answer)
+        return getattr(torch, lesson_12_answer)
 
-    monkeypatch.setattr(precision, "autocast_dtype", lesson_14)
+    monkeypatch.setattr(precision, "autocast_dtype", lesson_12)
     monkeypatch.setattr(capstone.training, "_device", lambda device: torch.device("cuda:0"))  # a GPU, faked
-    assert capstone.autocast_dtype("cuda", "mixed") == (getattr(torch, lesson_14_answer), *expected)
+    assert capstone.autocast_dtype("cuda", "mixed") == (getattr(torch, lesson_12_answer), *expected)
     assert asked == [torch.device("cuda:0")]
     assert capstone.autocast_dtype("cuda", "float16") == (torch.float16, True)
     assert capstone.autocast_dtype("cuda", "bfloat16") == (torch.bfloat16, False)
 
 
-def test_the_capstone_and_lesson_14_agree_here():
+def test_the_capstone_and_lesson_12_agree_here():
     from gpucourse import precision
 
     device = capstone.training._device("auto")

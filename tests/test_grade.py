@@ -32,7 +32,7 @@ def test_a_lesson_is_named_by_number_name_or_path(argument: str) -> None:
     assert grade.resolve_lesson(argument, LESSONS) == "01_architecture"
 
 
-@pytest.mark.parametrize("argument", ["42", "architecture", "", "01_architectures", "17"])
+@pytest.mark.parametrize("argument", ["42", "architecture", "", "01_architectures", "18"])
 def test_a_bad_lesson_name_is_a_clear_error_naming_the_argument(argument: str) -> None:
     with pytest.raises(ValueError, match="LESSON"):
         grade.resolve_lesson(argument, LESSONS)

@@ -254,6 +254,6 @@ class GradingOnAnAvx2Cpu:
         assert "this CPU emulates bfloat16" in graded_text
 
 
-for _lesson in LOW_PRECISION_LESSONS:  # TestGradingAvx2_14_mixed_precision, ...
+for _lesson in LOW_PRECISION_LESSONS:  # TestGradingAvx2_12_mixed_precision, ...
     globals()[f"TestGradingAvx2_{_lesson}"] = type(f"TestGradingAvx2_{_lesson}", (GradingOnAnAvx2Cpu,),
                                                    {"lesson": _lesson})

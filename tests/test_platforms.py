@@ -114,7 +114,7 @@ def test_nccl_elsewhere_names_the_system_and_the_gloo_fallback(fake_system, name
     fake_system(name, nccl=True)
     found = platforms.available("nccl")
     assert not found.ok and _one_sentence(found.reason)
-    assert (f"so on this {SYSTEMS[name][2]} machine lessons 12 and 13 run their process groups over gloo on the CPU"
+    assert (f"so on this {SYSTEMS[name][2]} machine lessons 14 and 15 run their process groups over gloo on the CPU"
             in found.reason) and "Kaggle" in found.reason
 
 

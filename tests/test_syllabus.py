@@ -17,7 +17,7 @@ def _markdown(text: str, grade_meta: dict | None = None) -> dict:
 
 def test_lessons_are_the_syllabus_less_the_planned_slots() -> None:
     assert syllabus.check_lesson_names(LESSONS) == []
-    assert list(syllabus.SYLLABUS) == sorted(syllabus.SYLLABUS) and len(syllabus.SYLLABUS) == 17
+    assert list(syllabus.SYLLABUS) == sorted(syllabus.SYLLABUS) and len(syllabus.SYLLABUS) == 18
 
 
 def test_check_lesson_names_reports_each_kind_of_problem() -> None:
@@ -33,7 +33,16 @@ def test_every_old_lesson_maps_to_lessons_of_the_syllabus() -> None:
     for old, new in syllabus.RENAMED.items():
         assert new and all(name in syllabus.SYLLABUS for name in new), old
     covered = {name for new in syllabus.RENAMED.values() for name in new}
-    assert covered == set(syllabus.SYLLABUS) - {"06_triton", "11_attention"}  # the two lessons with no v1 source
+    # no v1 source: Triton and attention; the v3 split of model parallelism is named by the v2 map
+    assert covered == set(syllabus.SYLLABUS) - {"06_triton", "11_attention", "16_model_parallelism"}
+
+
+def test_every_renamed_second_edition_lesson_maps_to_lessons_of_the_syllabus() -> None:
+    assert set(syllabus.RENAMED_V2) == {"12_data_parallelism", "13_sharding", "14_mixed_precision",
+                                        "15_bigger_models", "16_capstone"}
+    for old, new in syllabus.RENAMED_V2.items():
+        assert new and all(name in syllabus.SYLLABUS for name in new) and old not in syllabus.SYLLABUS, old
+    assert not set(syllabus.RENAMED) & set(syllabus.RENAMED_V2)  # one edition per old name
 
 
 def test_renamed_message_names_the_new_lessons() -> None:
@@ -41,11 +50,21 @@ def test_renamed_message_names_the_new_lessons() -> None:
     assert message is not None and "04_cuda_model" in message and "07_gpu_libraries" in message
     assert syllabus.renamed_message("01_architecture") is None  # still a lesson: no message
     assert syllabus.renamed_message("nonsense") is None
+    message = syllabus.renamed_message("13_sharding")
+    assert message is not None and "second edition" in message and "15_sharding" in message
+    assert syllabus.renamed_message("12_mixed_precision") is None  # a v3 name, though a v2 name is '12_...'
 
 
 @pytest.mark.parametrize("argument", ["05_busy", "work/05_busy/05_busy.ipynb", "work/06_parallel/"])
 def test_grade_tells_a_learner_where_an_old_lesson_went(argument: str) -> None:
     with pytest.raises(ValueError, match="first edition"):
+        grade.resolve_lesson(argument, LESSONS)
+
+
+@pytest.mark.parametrize("argument", ["16_capstone", "work/14_mixed_precision/14_mixed_precision.ipynb"])
+def test_grade_tells_a_learner_where_a_second_edition_lesson_went(argument: str) -> None:
+    new = "17_capstone" if "capstone" in argument else "12_mixed_precision"
+    with pytest.raises(ValueError, match=f"second edition.*{new}"):
         grade.resolve_lesson(argument, LESSONS)
 
 
@@ -68,9 +87,9 @@ def test_lesson_is_one_sitting(lesson: str) -> None:
 
 
 def test_cross_references_are_parsed() -> None:
-    found = syllabus.cross_references("See lesson 03, *The naive timer*; lessons 04-06 and lesson 12's ring; Lesson 01.")
+    found = syllabus.cross_references("See lesson 03, *The naive timer*; lessons 04-06 and lesson 14's ring; Lesson 01.")
     assert [(r.lesson_number, r.heading) for r in found] == [
-        ("03", "The naive timer"), ("04", None), ("05", None), ("06", None), ("12", None), ("01", None)]
+        ("03", "The naive timer"), ("04", None), ("05", None), ("06", None), ("14", None), ("01", None)]
     assert [r.lesson_number for r in syllabus.cross_references("lessons 02 and 09, or lesson 1")] == ["02", "09"]
 
 
@@ -141,7 +160,7 @@ def test_lessons_use_the_one_table_helper(lesson: str) -> None:
 
 
 def test_the_low_precision_lessons_are_those_that_autocast_or_gate_a_16_bit_format_on_a_cpu():
-    """CI grades these on a simulated CPU without native bfloat16: the list must follow the lessons' code (lesson 14's
+    """CI grades these on a simulated CPU without native bfloat16: the list must follow the lessons' code (lesson 12's
     autocast choice, bfloat16 on a CPU, or the low-precision gate)."""
     from notebook_utils import ROOT
 

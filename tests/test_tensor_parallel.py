@@ -2,7 +2,7 @@
 
 The grader launches 2 gloo processes per call (~2-3 s here); answers whose split is wrong fail in the calling
 process before any launch. ``SOLUTION`` is the notebook's model answer and ``WRONG_EX3`` the wrong answers of
-tests/wrong_answers/13_sharding.py, both read from their files.
+tests/wrong_answers/15_sharding.py, both read from their files.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import tensor_parallel as tp
 from notebook_utils import cell_by_grade_id, load, release_path, solution_path, source, wrong_answer_sets
 
-_NOTEBOOK, _RELEASE = load(solution_path("13_sharding")), load(release_path("13_sharding"))
+_NOTEBOOK, _RELEASE = load(solution_path("15_sharding")), load(release_path("15_sharding"))
 SOLUTION = source(cell_by_grade_id(_NOTEBOOK, "ex3-solution"))
-"""The notebook's model answer (solutions/13_sharding), read from it: one source of truth."""
+"""The notebook's model answer (solutions/15_sharding), read from it: one source of truth."""
 STUB = source(cell_by_grade_id(_RELEASE, "ex3-solution"))
-"""The same cell as learners receive it (notebooks/13_sharding)."""
+"""The same cell as learners receive it (notebooks/15_sharding)."""
 _ROWS = "rows = slice(rank * part, (rank + 1) * part)"
 _FORWARD_REGION = re.compile(r"(def tp_forward.*?)### BEGIN SOLUTION\n.*?### END SOLUTION\n?", re.S)
 
-WRONG_EX3: dict[str, str] = wrong_answer_sets("13_sharding", tampering=False)["ex3-solution"]
-"""The notebook's wrong answers to the exercise (tests/wrong_answers/13_sharding.py), each a full solution cell."""
+WRONG_EX3: dict[str, str] = wrong_answer_sets("15_sharding", tampering=False)["ex3-solution"]
+"""The notebook's wrong answers to the exercise (tests/wrong_answers/15_sharding.py), each a full solution cell."""
 
 # What each wrong answer's failure message must say (the problem, or its hint).
 _EXPECTED_MESSAGE = {

@@ -166,10 +166,11 @@ def readme_lesson_table() -> str:
 
 
 def readme_renamed_table() -> str:
-    """The README's map from the nine lessons of the first edition to the lessons that hold their material now."""
-    rows = ["| first edition (nine lessons) | now in |", "| --- | --- |"]
-    for old, new in syllabus.RENAMED.items():
-        rows.append(f"| `{old}` | " + ", ".join(f"`{name}`" for name in new) + " |")
+    """The README's map from the lessons of the earlier editions to the lessons that hold their material now."""
+    rows = ["| edition | old lesson | now in |", "| --- | --- | --- |"]
+    for edition, renamed in syllabus.EDITIONS:
+        for old, new in renamed.items():
+            rows.append(f"| {edition} | `{old}` | " + ", ".join(f"`{name}`" for name in new) + " |")
     return "\n".join(rows)
 
 

@@ -1,6 +1,6 @@
 """Number formats: bits, range and precision of float64 down to FP8, every representable value, and their plots.
 
-Taught in lesson 14_mixed_precision. PyTorch and matplotlib are imported lazily, inside the functions that need them.
+Taught in lesson 12_mixed_precision. PyTorch and matplotlib are imported lazily, inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def _fp8_dtype(dtype: object):
 
 
 def scaled_fp8(x: object, dtype: object = "float8_e4m3fn") -> tuple:
-    """Per-tensor scaled cast to FP8 (lesson 14_mixed_precision): ``(q, scale)`` with ``q = (x * scale).to(dtype)`` and
+    """Per-tensor scaled cast to FP8 (lesson 12_mixed_precision): ``(q, scale)`` with ``q = (x * scale).to(dtype)`` and
     ``scale = fp8 max / amax(|x|)`` (1 for an all-zero tensor), so the largest magnitude lands on the format's largest
     value; ``q.float() / scale`` recovers ``x`` (``unscale_fp8``)."""
     import torch

@@ -1,6 +1,6 @@
 """Training memory: the bytes of weights, gradients and optimizer state, what autograd saves, peaks, accumulation, OOM messages.
 
-Taught in lesson 15_bigger_models. PyTorch is imported lazily.
+Taught in lesson 13_bigger_models. PyTorch is imported lazily.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ class OpObserver:
 
 class PeakMemory(OpObserver):
     """Count the bytes of every tensor storage created inside ``with PeakMemory() as m:`` while it lives (lesson
-    15_bigger_models): ``m.current`` now, ``m.peak`` the most at any moment. Tensors that existed before (weights,
+    13_bigger_models): ``m.current`` now, ``m.peak`` the most at any moment. Tensors that existed before (weights,
     inputs) are not counted. Works on any device, the CPU included: a ``TorchDispatchMode`` sees every operation,
     backward passes and recomputations included, and a weak reference tells when each storage is freed.
     """
@@ -283,7 +283,7 @@ class PeakMemory(OpObserver):
 
 
 def peak_bytes(fn: Callable[[], object]) -> int:
-    """Peak bytes of the tensors ``fn()`` creates while it runs (``PeakMemory``), on any device (lesson 15_bigger_models)."""
+    """Peak bytes of the tensors ``fn()`` creates while it runs (``PeakMemory``), on any device (lesson 13_bigger_models)."""
     if not callable(fn):
         raise TypeError(f"fn must be callable (e.g. lambda: loss_fn(model(x), y).backward()), got {type(fn).__name__}")
     with PeakMemory() as tracker:
@@ -292,7 +292,7 @@ def peak_bytes(fn: Callable[[], object]) -> int:
 
 
 class MemoryCap(PeakMemory):
-    """A simulated device with ``capacity`` bytes for new tensors (lesson 15_bigger_models): an operation that takes the
+    """A simulated device with ``capacity`` bytes for new tensors (lesson 13_bigger_models): an operation that takes the
     live bytes past it raises ``torch.OutOfMemoryError``, with a message in PyTorch's format marked as simulated."""
 
     def __init__(self, capacity: int) -> None:
@@ -313,7 +313,7 @@ class MemoryCap(PeakMemory):
 
 def largest_micro_batch(try_step: Callable[[int], object], batch_size: int) -> int:
     """The largest micro-batch size in [1, batch_size] for which ``try_step(size)`` runs without
-    ``torch.OutOfMemoryError`` (0 if none does), found by bisection (lesson 15_bigger_models); other errors propagate."""
+    ``torch.OutOfMemoryError`` (0 if none does), found by bisection (lesson 13_bigger_models); other errors propagate."""
     import torch
 
     if not callable(try_step):
@@ -339,7 +339,7 @@ def largest_micro_batch(try_step: Callable[[int], object], batch_size: int) -> i
 
 def checkpointed_forward(blocks: Iterable[object], h: object, every: int = 1, residual: bool = False):
     """Run ``h`` through ``blocks``, each group of ``every`` consecutive blocks under one
-    ``torch.utils.checkpoint.checkpoint`` (lesson 15_bigger_models); ``residual=True`` computes h = h + block(h)."""
+    ``torch.utils.checkpoint.checkpoint`` (lesson 13_bigger_models); ``residual=True`` computes h = h + block(h)."""
     from torch.utils.checkpoint import checkpoint
 
     blocks = list(blocks)

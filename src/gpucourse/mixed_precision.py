@@ -1,6 +1,6 @@
 """Mixed precision: what survives a cast to 16 bits, the one autocast dtype choice, what autocast runs in which dtype.
 
-Taught in lesson 14_mixed_precision. PyTorch and matplotlib are imported lazily.
+Taught in lesson 12_mixed_precision. PyTorch and matplotlib are imported lazily.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def _cuda_index(device: object) -> int | None:
 
 
 def autocast_dtype(device: object):
-    """The dtype autocast uses on ``device`` (lesson 14_mixed_precision): bfloat16 on a CPU and on CUDA GPUs of compute
+    """The dtype autocast uses on ``device`` (lesson 12_mixed_precision): bfloat16 on a CPU and on CUDA GPUs of compute
     capability 8.0 and later, float16 on older CUDA GPUs (T4, V100: with a GradScaler) and on Apple's MPS.
 
     Gated on ``torch.cuda.get_device_capability``, never on ``torch.cuda.is_bf16_supported()``, which also says True on
@@ -178,7 +178,7 @@ def autocast_dtype(device: object):
 
 def needs_grad_scaler(device: object) -> bool:
     """True where autocast runs in float16 on ``device`` (a CUDA GPU before compute capability 8.0, MPS), whose narrow
-    range needs loss scaling (``torch.amp.GradScaler``); False for bfloat16 (lesson 14_mixed_precision)."""
+    range needs loss scaling (``torch.amp.GradScaler``); False for bfloat16 (lesson 12_mixed_precision)."""
     import torch
 
     return autocast_dtype(device) == torch.float16

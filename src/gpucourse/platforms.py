@@ -4,7 +4,7 @@ Two parts of the course exist for Linux only, and one not yet for every Python:
 
 - ``"triton"``: Triton (lesson 06) publishes wheels for Linux only; the course installs it there (its ``triton``
   extra has a ``sys_platform == 'linux'`` marker) and Colab's PyTorch brings its own;
-- ``"nccl"``: NCCL, the library through which GPUs exchange data (lessons 12 and 13), ships inside PyTorch's Linux
+- ``"nccl"``: NCCL, the library through which GPUs exchange data (lessons 14 and 15), ships inside PyTorch's Linux
   CUDA builds only; without it the lessons' process groups use gloo on the CPU;
 - ``"tensorflow"``: TensorFlow publishes no wheel for Python 3.14 yet; the course installs without it there, and
   :mod:`gpucourse.without_tensorflow` skips its statements with this module's sentence.
@@ -145,20 +145,20 @@ def _nccl() -> Availability:
     if sys.platform != "linux":
         return Availability("nccl", False,
                             f"NCCL, the library GPUs exchange data through, ships in PyTorch's Linux builds only, so "
-                            f"on this {where} machine lessons 12 and 13 run {instead}; for NCCL, open lesson 12 on "
+                            f"on this {where} machine lessons 14 and 15 run {instead}; for NCCL, open lesson 14 on "
                             "Kaggle with two T4 GPUs.")
     try:
         import torch.distributed as dist
     except ImportError:
         return Availability("nccl", False,
-                            f"PyTorch is not installed in this Python on {where}, so lessons 12 and 13 cannot start "
+                            f"PyTorch is not installed in this Python on {where}, so lessons 14 and 15 cannot start "
                             "process groups: in a terminal at the course folder run `make lab` (or `pip install -e "
                             "'.[torch]'`) and restart the kernel.")
     if not (dist.is_available() and dist.is_nccl_available()):
         return Availability("nccl", False,
                             f"This PyTorch build has no NCCL (a CPU build, or no torch.distributed), so on this "
-                            f"{where} machine lessons 12 and 13 run {instead}; for NCCL, use a CUDA build of "
-                            "PyTorch on NVIDIA GPUs, or open lesson 12 on Kaggle with two T4 GPUs.")
+                            f"{where} machine lessons 14 and 15 run {instead}; for NCCL, use a CUDA build of "
+                            "PyTorch on NVIDIA GPUs, or open lesson 14 on Kaggle with two T4 GPUs.")
     return Availability("nccl", True)
 
 

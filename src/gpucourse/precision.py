@@ -1,4 +1,4 @@
-"""Number formats, mixed precision and training memory under one name (lessons 14_mixed_precision, 15_bigger_models).
+"""Number formats, mixed precision and training memory under one name (lessons 12_mixed_precision, 13_bigger_models).
 
 The code lives in three modules, one job each: ``formats`` (bits, range, precision), ``mixed_precision`` (casts,
 autocast, loss scales) and ``memory`` (training memory). This module re-exports their names so that

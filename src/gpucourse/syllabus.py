@@ -11,11 +11,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-# The 17 folder names of the v2 syllabus, in the learning order (COURSE.md section 2).
+# The 18 folder names of the v3 syllabus, in the learning order (COURSE.md section 2).
 SYLLABUS: tuple[str, ...] = (
     "00_getting_started", "01_architecture", "02_roofline", "03_timing", "04_cuda_model", "05_cuda_shared_memory",
     "06_triton", "07_gpu_libraries", "08_placement", "09_feeding_and_watching", "10_compilers", "11_attention",
-    "12_data_parallelism", "13_sharding", "14_mixed_precision", "15_bigger_models", "16_capstone",
+    "12_mixed_precision", "13_bigger_models", "14_data_parallelism", "15_sharding", "16_model_parallelism",
+    "17_capstone",
 )
 
 # The title of each slot, as its notebook's '# NN · Title' heading writes it (a test holds the two together); the
@@ -33,26 +34,27 @@ TITLES: Mapping[str, str] = {
     "09_feeding_and_watching": "Feeding the GPU and watching it",
     "10_compilers": "Launch overhead and compilers",
     "11_attention": "Attention on a GPU",
-    "12_data_parallelism": "Data parallelism",
-    "13_sharding": "Model parallelism and sharding",
-    "14_mixed_precision": "Mixed precision",
-    "15_bigger_models": "Fitting bigger models",
-    "16_capstone": "Capstone: train fast",
+    "12_mixed_precision": "Mixed precision",
+    "13_bigger_models": "Fitting bigger models",
+    "14_data_parallelism": "Data parallelism",
+    "15_sharding": "Model parallelism and sharding",
+    "16_model_parallelism": "Tensor and pipeline parallelism",
+    "17_capstone": "Capstone: train fast",
 }
 
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
-PLANNED: tuple[str, ...] = ()
+PLANNED: tuple[str, ...] = ("16_model_parallelism",)
 
 # Lessons whose distributed cells use several GPUs when there are: they get a Kaggle badge too (Kaggle's free
 # "GPU T4 x2" notebooks have two GPUs, Colab's one).
-MULTI_GPU_LESSONS: tuple[str, ...] = ("12_data_parallelism", "13_sharding")
+MULTI_GPU_LESSONS: tuple[str, ...] = ("14_data_parallelism", "15_sharding")
 
 # Lessons whose model answers autocast, train or time in a 16-bit format on a CPU: CI grades them on a simulated CPU
 # without native bfloat16 too (tests/test_grading.py), so a slow path there cannot cost a learner points. (The
 # capstone's model answer trains in float32 on a CPU and autocasts only on a GPU.)
-LOW_PRECISION_LESSONS: tuple[str, ...] = ("14_mixed_precision", "15_bigger_models")
+LOW_PRECISION_LESSONS: tuple[str, ...] = ("12_mixed_precision", "13_bigger_models")
 
-# Each lesson of the nine-lesson course (v1) -> the v2 lessons its material went to.
+# Each lesson of the nine-lesson course (v1) -> the lessons its material is in now.
 RENAMED: Mapping[str, tuple[str, ...]] = {
     "00_getting_started": ("00_getting_started", "01_architecture"),
     "01_architecture": ("01_architecture", "02_roofline"),
@@ -60,10 +62,25 @@ RENAMED: Mapping[str, tuple[str, ...]] = {
     "03_cuda": ("04_cuda_model", "05_cuda_shared_memory", "07_gpu_libraries"),
     "04_placement": ("08_placement",),
     "05_busy": ("09_feeding_and_watching", "10_compilers"),
-    "06_parallel": ("12_data_parallelism", "13_sharding"),
-    "07_mixed_precision": ("14_mixed_precision", "15_bigger_models"),
-    "08_capstone": ("16_capstone",),
+    "06_parallel": ("14_data_parallelism", "15_sharding"),
+    "07_mixed_precision": ("12_mixed_precision", "13_bigger_models"),
+    "08_capstone": ("17_capstone",),
 }
+
+# Each lesson of the 17-lesson course (v2) whose name changed in v3 -> the lessons its material is in now.
+RENAMED_V2: Mapping[str, tuple[str, ...]] = {
+    "12_data_parallelism": ("14_data_parallelism",),
+    "13_sharding": ("15_sharding", "16_model_parallelism"),
+    "14_mixed_precision": ("12_mixed_precision",),
+    "15_bigger_models": ("13_bigger_models",),
+    "16_capstone": ("17_capstone",),
+}
+
+# The earlier editions, each with the old names whose material moved: the README's map and `make grade` read them.
+EDITIONS: tuple[tuple[str, Mapping[str, tuple[str, ...]]], ...] = (
+    ("first edition (nine lessons)", RENAMED),
+    ("second edition (17 lessons)", RENAMED_V2),
+)
 
 MAX_LESSON_WORDS = 3_500
 MAX_CELL_WORDS = 300
@@ -83,11 +100,16 @@ WORD = re.compile(r"\w+")
 
 
 def renamed_message(old: str) -> str | None:
-    """What to tell a learner holding a copy of the nine-lesson course's lesson ``old`` (None if not an old name)."""
-    if old not in RENAMED or old in SYLLABUS:
+    """What to tell a learner holding a copy of an earlier edition's lesson ``old`` (None if not an old name)."""
+    if old in SYLLABUS:
         return None
-    new = RENAMED[old]
-    return (f"{old} is a lesson of the course's first edition; its material is now in "
+    for edition, renamed in EDITIONS:
+        if old in renamed:
+            break
+    else:
+        return None
+    new = renamed[old]
+    return (f"{old} is a lesson of the course's {edition.split(' (')[0]}; its material is now in "
             + ", ".join(new) + ". Start from the new lesson's notebook (make lab copies it into work/): "
             "the exercises changed, so an old copy cannot be graded against them.")
 

@@ -1,4 +1,4 @@
-"""Lesson 16, the capstone (16_capstone): one small CNN trained fast and measured honestly, and the cost of a run.
+"""Lesson 17, the capstone (17_capstone): one small CNN trained fast and measured honestly, and the cost of a run.
 
 One module per job: ``datasets`` (MNIST, Fashion-MNIST or the shipped 8x8 digits), ``models`` (the CNN and its Keras
 twin), ``training`` (the loop whose options are the course's techniques, the speed-up rows of its results, the speed

@@ -1,4 +1,4 @@
-"""The capstone's cost of a run (16_capstone): cloud against on-premise per run, and the break-even point."""
+"""The capstone's cost of a run (17_capstone): cloud against on-premise per run, and the break-even point."""
 
 from __future__ import annotations
 

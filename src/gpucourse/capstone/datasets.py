@@ -1,4 +1,4 @@
-"""The capstone's data (16_capstone): MNIST and Fashion-MNIST from IDX files, cached, else the 8x8 digits.
+"""The capstone's data (17_capstone): MNIST and Fashion-MNIST from IDX files, cached, else the 8x8 digits.
 
 MNIST or Fashion-MNIST are downloaded from a public mirror where the network allows, checked and cached; without a
 network the lesson falls back to scikit-learn's 8x8 digits, which ship inside the package (``GPUCOURSE_OFFLINE=1``

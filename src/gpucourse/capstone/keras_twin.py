@@ -1,4 +1,4 @@
-"""The capstone's Keras twin (16_capstone): the same CNN trained with ``model.fit``, timed the same way."""
+"""The capstone's Keras twin (17_capstone): the same CNN trained with ``model.fit``, timed the same way."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The capstone's pictures and reports (16_capstone): the live training plot, the speed-up table and chart."""
+"""The capstone's pictures and reports (17_capstone): the live training plot, the speed-up table and chart."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The capstone's model (16_capstone): one small CNN in PyTorch and its Keras twin, its parameters and FLOPs."""
+"""The capstone's model (17_capstone): one small CNN in PyTorch and its Keras twin, its parameters and FLOPs."""
 
 from __future__ import annotations
 

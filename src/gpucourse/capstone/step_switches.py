@@ -1,4 +1,4 @@
-"""The capstone's step switches (16_capstone): ``torch.compile``, CUDA Graphs and ``cudnn.benchmark`` on one step.
+"""The capstone's step switches (17_capstone): ``torch.compile``, CUDA Graphs and ``cudnn.benchmark`` on one step.
 
 Each switch trades a one-time cost (compiling, capturing a graph, searching cuDNN's algorithms) for a faster steady
 step. :func:`time_step_variants` measures both on this device, and :func:`payback_steps` says after how many steps

@@ -1,4 +1,4 @@
-"""The capstone's training loop (16_capstone): the course's techniques as options, measured honestly.
+"""The capstone's training loop (17_capstone): the course's techniques as options, measured honestly.
 
 One loop whose options are the course's techniques (device, how the data is fed, batch size, mixed precision,
 channels-last), with a progress bar, a live plot, synchronised throughput and time-to-accuracy; the speed-up rows
@@ -144,9 +144,9 @@ def _device(device: object = "auto"):
 def autocast_dtype(device, precision: str = "mixed"):
     """The dtype autocast uses for ``precision`` on ``device`` (None for float32), and whether to scale the loss.
 
-    'mixed' is lesson 14's one choice, ``gpucourse.precision.autocast_dtype``: bfloat16 on CPUs and on GPUs of
+    'mixed' is lesson 12's one choice, ``gpucourse.precision.autocast_dtype``: bfloat16 on CPUs and on GPUs of
     compute capability 8.0 and later, float16 before. float16 on a GPU needs a GradScaler (its range is narrow);
-    bfloat16 has float32's range and does not. Taught in 16_capstone (and 14_mixed_precision).
+    bfloat16 has float32's range and does not. Taught in 17_capstone (and 12_mixed_precision).
     """
     import torch
 

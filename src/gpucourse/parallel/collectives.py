@@ -1,7 +1,7 @@
 """Collectives on a simulated network: a ring all-reduce and a parameter server, every message logged.
 
 Each node runs its program in a thread with its own ``send`` and ``recv``; the network logs every message, detects
-deadlocks and raises the first error of any node. Taught in 12_data_parallelism.
+deadlocks and raises the first error of any node. Taught in 14_data_parallelism.
 """
 
 from __future__ import annotations

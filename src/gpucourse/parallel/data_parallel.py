@@ -1,6 +1,6 @@
 """Data parallelism for real: a small regression task trained by PyTorch DDP on worker processes and in one process.
 
-Taught in 12_data_parallelism. PyTorch is imported only by the functions that need it.
+Taught in 14_data_parallelism. PyTorch is imported only by the functions that need it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run a learner's gradient-accumulation step inside real DistributedDataParallel workers, observed by the grader.
 
-Taught and graded in 12_data_parallelism (Exercise 4). :func:`run_accumulation` ships the learner's
+Taught and graded in 14_data_parallelism (Exercise 4). :func:`run_accumulation` ships the learner's
 ``step(ddp, optimizer, micro_batches, loss_fn)`` by value to ``world_size`` gloo (or NCCL) processes with
 :func:`~gpucourse.parallel.workers.launch`, runs every case in that one launch, and returns what the grader needs:
 every rank's final weights, the weights of one process trained by plain SGD on the whole batches (computed in rank 0

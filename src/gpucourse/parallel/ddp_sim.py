@@ -5,7 +5,7 @@ matters for gradient accumulation: it decides at the *forward* pass whether the 
 (``no_sync()`` switches that off), all-reduces the gradients in buckets of at most ``bucket_cap_mb`` once the backward
 pass has produced all of them, and averages them over the ranks. The all-reduce sends every bucket to every other rank
 on the simulated network of :mod:`gpucourse.parallel.collectives`, so every message is counted. Ranks add the buckets
-in rank order: every replica gets bit-for-bit the same average. Taught in 12_data_parallelism.
+in rank order: every replica gets bit-for-bit the same average. Taught in 14_data_parallelism.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DEFAULT_BUCKET_CAP_MB = 25.0
 
 
 class SimulatedDDP:
-    """One rank's replica wrapped as DDP wraps it: call it, ``no_sync()``, ``.module`` (12_data_parallelism)."""
+    """One rank's replica wrapped as DDP wraps it: call it, ``no_sync()``, ``.module`` (14_data_parallelism)."""
 
     def __init__(self, module, rank: int, world_size: int, send: Callable, recv: Callable,
                  bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB) -> None:
@@ -144,7 +144,7 @@ def run_data_parallel(step: Callable, model, batches: Sequence, *, lr: float = 0
                       bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB, timeout_s: float = 20.0) -> DataParallelRun:
     """Train copies of ``model`` with simulated DDP: ``step(ddp, optimizer, batches[s][rank], loss_fn)`` on every rank.
 
-    Taught in 12_data_parallelism (gradient accumulation with ``no_sync``).
+    Taught in 14_data_parallelism (gradient accumulation with ``no_sync``).
 
     ``batches[s][rank]`` is rank ``rank``'s list of (x, y) micro-batches for step ``s``; every rank runs in its own
     thread with its own replica (a deep copy of ``model``), a ``SimulatedDDP`` around it and plain SGD (``lr``).
@@ -182,7 +182,7 @@ def run_data_parallel(step: Callable, model, batches: Sequence, *, lr: float = 0
 
 
 def accumulation_step(ddp, optimizer, micro_batches: Sequence, loss_fn: Callable, *, no_sync: bool = True) -> None:
-    """One step of gradient accumulation under DDP: k micro-batches, one all-reduce (12_data_parallelism)."""
+    """One step of gradient accumulation under DDP: k micro-batches, one all-reduce (14_data_parallelism)."""
     k = positive_int("micro_batches (its length)", len(micro_batches))
     optimizer.zero_grad()
     for index, (x, y) in enumerate(micro_batches):

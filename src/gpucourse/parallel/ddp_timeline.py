@@ -1,6 +1,6 @@
 """DDP observed from inside the workers: real collectives counted, all-reduce bandwidth, and a gradient-bucket timeline.
 
-Taught in 12_data_parallelism. :func:`run_collectives` runs one all-reduce and the same sum as a reduce-scatter and an
+Taught in 14_data_parallelism. :func:`run_collectives` runs one all-reduce and the same sum as a reduce-scatter and an
 all-gather on real processes, counted by :class:`~gpucourse.parallel.comm.CommCounter`, and times all-reduces of a
 few sizes (warm-up, median). :func:`run_ddp_timeline` trains a small MLP with ``DistributedDataParallel`` and records,
 for one backward pass, when each parameter's gradient became ready and when each bucket's all-reduce started and

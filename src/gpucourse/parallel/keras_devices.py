@@ -1,6 +1,6 @@
 """TensorFlow's logical devices: two (or more) devices out of one CPU or GPU, for MirroredStrategy anywhere.
 
-Taught in 12_data_parallelism. TensorFlow is imported only when the function runs.
+Taught in 14_data_parallelism. TensorFlow is imported only when the function runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sharded training state for real: a ZeRO optimizer step over a process group, its grader, and FSDP2 observed.
 
-Taught in 13_sharding. :func:`zero_step` is the model answer of the lesson's ZeRO exercise (a thin wrapper, so that
+Taught in 15_sharding. :func:`zero_step` is the model answer of the lesson's ZeRO exercise (a thin wrapper, so that
 ``checks.off_limits`` can block it while the grader, which never calls it, keeps working); :func:`zero_check`
 runs a learner's step on two worker processes (one launch for all its cases) and compares it with data-parallel
 training by ``torch.optim.Adam``; :func:`fsdp_worker` shards the same kind of model with ``fully_shard`` and counts

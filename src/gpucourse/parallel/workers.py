@@ -8,7 +8,7 @@ worker's failure comes back to the caller as :class:`WorkerError` with that rank
 The function and its arguments travel by value (cloudpickle), so a function written in a notebook runs in the
 workers too; helpers made off-limits in the caller (:func:`gpucourse.checks.off_limits`) are off-limits in every
 worker. :func:`pick_backend` chooses NCCL where every rank has its own CUDA GPU, gloo otherwise. Taught in
-12_data_parallelism; used by every distributed cell of the course.
+14_data_parallelism; used by every distributed cell of the course.
 """
 
 from __future__ import annotations

@@ -34,13 +34,13 @@ PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
     # lesson 11 (attention kernels, SDPA backends)
     "attention",
 
-    # lesson 12 (all-reduce bandwidth within a node, NCCL)
+    # lesson 14 (all-reduce bandwidth within a node, NCCL)
     "allreduce",
 
-    # lesson 13 (all-reduce bandwidth as nodes are added)
+    # lesson 15 (all-reduce bandwidth as nodes are added)
     "allreduce_scaling",
 
-    # lesson 14 (mixed-precision training throughput)
+    # lesson 12 (mixed-precision training throughput)
     "mixed_precision",
 
     # lesson 09 and gpucourse.sustained (clocks and power under sustained load)

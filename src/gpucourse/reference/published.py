@@ -165,7 +165,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "'I didn't pin the process')",
      "source": "psteinb, comment in '201703 update p100 data', mpicbg-scicomp/gearshifft pull request 82",
      "url": "https://github.com/mpicbg-scicomp/gearshifft/pull/82"},
-    # ------------------------------------------------------------------ cudnn_benchmark (lessons 07, 16)
+    # ------------------------------------------------------------------ cudnn_benchmark (lessons 07, 17)
     {"topic": "cudnn_benchmark", "device": "V100 (and GTX 1080 Ti)", "value": 12, "unit": "min",
      "precision": "not stated",
      "conditions": "one epoch of a SpeechBrain recipe (not named) with local data and batch_size = 200; a single "
@@ -177,7 +177,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "input shapes stay the same, so that the search is done once",
      "source": "Chaanks, 'Cudnn benchmark mode', speechbrain/speechbrain pull request 294",
      "url": "https://github.com/speechbrain/speechbrain/pull/294"},
-    # ------------------------------------------------------------------ capstone (lesson 16)
+    # ------------------------------------------------------------------ capstone (lesson 17)
     {"topic": "capstone", "device": "NVIDIA A100 (400 W)", "value": 2.59, "unit": "s", "precision": "not stated",
      "conditions": "CIFAR-10 to 94.01% mean accuracy with airbench94_muon.py; torch 2.4.1",
      "date": "2024-11-10",
@@ -261,7 +261,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "source": "Shah et al., 'FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision' "
                "(abstract, arXiv 2407.08608)",
      "url": "https://arxiv.org/abs/2407.08608"},
-    # ------------------------------------------------------------------ allreduce (lesson 12)
+    # ------------------------------------------------------------------ allreduce (lesson 14)
     {"topic": "allreduce", "device": "A100 node (NVLink, 600 GB/s advertised duplex, 300 GB/s one way)",
      "value": 235, "unit": "GB/s", "precision": "not stated",
      "conditions": "nccl-tests all_reduce benchmark; payload not stated; in the book since 2023-12-15",
@@ -292,7 +292,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "source": "S. Bekman, 'Machine Learning Engineering', network chapter ('Inter-node speed depends on intra-node "
                "speed', the 1-node column)",
      "url": "https://github.com/stas00/ml-engineering/blob/master/network/README.md"},
-    # ------------------------------------------------------------------ allreduce_scaling (lesson 13)
+    # ------------------------------------------------------------------ allreduce_scaling (lesson 15)
     {"topic": "allreduce_scaling", "device": "Hugging Face's cluster, 8 GPUs per node",
      "value": 32.9, "unit": "GB/s", "precision": "not stated",
      "conditions": "256 MB message, median over runs; the figure does not say whether this is algorithm or bus "
@@ -307,7 +307,7 @@ PUBLIC: tuple[dict[str, object], ...] = (
      "source": "Tazi et al., 'The Ultra-Scale Playbook: Training LLMs on GPU Clusters', section Pipeline Parallelism, "
                "figure 'Communication Bandwidth by Number of Nodes (size=256MB)' (fragment pp_comm_bandwidth.html)",
      "url": "https://huggingface.co/spaces/nanotron/ultrascale-playbook"},
-    # ------------------------------------------------------------------ mixed_precision (lesson 14)
+    # ------------------------------------------------------------------ mixed_precision (lesson 12)
     {"topic": "mixed_precision", "device": "NVIDIA DGX A100 (8x A100 80GB), 1 GPU", "value": 2470, "unit": "images/s",
      "precision": "mixed precision (AMP) against TF32",
      "conditions": "ResNet-50 v1.5 training on ImageNet, --mode benchmark_training, 100 iterations; pytorch-21.03 "

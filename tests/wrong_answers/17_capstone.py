@@ -1,4 +1,4 @@
-"""Plausible wrong answers to lesson 16's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 17's exercises: each must lose exactly its own exercise's points.
 
 Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, which off_limits blocks),
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to lesson 12's exercises: each must lose exactly its own exercise's points.
+"""Plausible wrong answers to lesson 14's exercises: each must lose exactly its own exercise's points.
 
 Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; off_limits must catch it),
 "visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in the full

@@ -265,19 +265,26 @@ class PeakMemory(OpObserver):
         super().__exit__(*exc)
         self._sweep()
 
-    def live_bytes(self, settle_s: float = 0.5) -> int:
+    def live_bytes(self, settle_s: float = 3.0, agree_s: float = 0.2) -> int:
         """Bytes of the counted storages still alive once transient holders let go: reference cycles are collected,
-        and a finished collective's work handle, which a communication thread may hold for a moment, is waited for
-        (re-read every 10 ms, up to ``settle_s``, until three reads agree; kept bytes never shrink by themselves)."""
+        and a finished collective's work handle, which a communication thread may hold for a moment (longer on a
+        loaded machine), is waited for: re-read every 10 ms until the reads have agreed for ``agree_s``, or for at
+        most ``settle_s``; the smallest read wins (kept bytes never shrink by themselves)."""
         import gc
         import time
 
-        deadline, reads = time.monotonic() + non_negative_number("settle_s", settle_s), []
+        deadline = time.monotonic() + non_negative_number("settle_s", settle_s)
+        agree_s = non_negative_number("agree_s", agree_s)
+        reads: list[int] = []
+        since = time.monotonic()
         while True:
             gc.collect()
             self._sweep()
+            if reads and self.current != reads[-1]:
+                since = time.monotonic()
             reads.append(self.current)
-            if (len(reads) >= 3 and reads[-1] == reads[-2] == reads[-3]) or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if (len(reads) >= 3 and now - since >= agree_s) or now >= deadline:
                 return min(reads)
             time.sleep(0.01)
 

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from gpucourse.microbench import (SM_LIMITS, SimulatedMemory, SimulatedSM, SMLimits, cache_levels, fewest_warps,
-                                  resident_warps, runs_made)
+from gpucourse.microbench import SimulatedMemory, SimulatedSM, cache_levels, fewest_warps, runs_made
 
 
 def test_pointer_chase_reveals_the_latency() -> None:
@@ -51,23 +50,16 @@ def test_fewest_warps_is_none_when_the_resident_limit_cannot_hide_the_latency() 
     assert fewest_warps(SimulatedSM(450, 12, max_warps=16), 0.9) is None
 
 
-def test_resident_warps_takes_the_tightest_limit() -> None:
-    a100 = SM_LIMITS["A100"]
-    assert resident_warps(a100, 256, 64, 32 * 1024) == 32             # registers: 4 blocks of 8 warps
-    assert resident_warps(a100, 128, 32) == 64                        # warps
-    assert resident_warps(a100, 256, 36) == 48                        # registers in units of 256 per warp
-    assert resident_warps(a100, 32, 16, 5 * 1024) == 32               # resident blocks
-    assert resident_warps(a100, 512, 32, 164 * 1024) == 16            # shared memory: exactly one block
-    assert resident_warps(a100, 512, 32, 164 * 1024 + 1) == 0         # no block fits
-    assert resident_warps(a100, 1024, 65) == 0                        # a block needs more registers than the SM has
-    assert resident_warps(a100, 1025, 8) == 0 and resident_warps(a100, 64, 256) == 0
-
-
-def test_bad_limits_are_clear_errors() -> None:
-    with pytest.raises(ValueError, match="register_unit"):
-        SMLimits("x", 64, 32, 65536, 0, 255, 1024)
-    with pytest.raises(TypeError, match="limits"):
-        resident_warps("A100", 128, 32)
+def test_the_hidden_numbers_are_not_attributes() -> None:
+    """An answer must measure the latency and the levels: no attribute of the instance holds them."""
+    sm = SimulatedSM(420, 8, chase_overhead=1000)
+    memory = SimulatedMemory([(48 * 2**10, 30)], 500, noise=0.0)
+    for name in ("_latency", "latency", "latency_cycles"):
+        assert not hasattr(sm, name)
+    for name in ("_levels", "_dram", "levels", "caches", "dram_latency"):
+        assert not hasattr(memory, name)
+    assert 420 not in vars(sm).values() and 500.0 not in vars(memory).values()
+    assert sm.pointer_chase(20) - sm.pointer_chase(10) == 4200 and memory.chase(2**20) == 500
 
 
 def test_soft_edges_mix_two_levels_just_past_a_capacity() -> None:

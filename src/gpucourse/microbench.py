@@ -9,6 +9,7 @@ architecture via microbenchmarking", arXiv:1804.06826), where the real numbers a
 from __future__ import annotations
 
 import random
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,11 @@ from gpucourse._validate import non_negative_int, positive_int
 
 
 _RUNS = [0]  # every SimulatedSM.run so far, on any instance (a grader counts an answer's runs with runs_made())
+
+
+# What each simulated part hides from the learner (an SM's latency, a hierarchy's levels), kept outside the instance:
+# an answer must measure it, not read it off an attribute.
+_HIDDEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def runs_made() -> int:
@@ -49,7 +55,7 @@ class SimulatedSM:
 
     def __init__(self, latency_cycles: int, work_per_load: int, max_warps: int = 32, name: str = "SM", *,
                  schedulers: int = 1, chase_overhead: int = 0, jitter: int = 0, seed: int = 0) -> None:
-        self._latency = positive_int("latency_cycles", latency_cycles)
+        _HIDDEN[self] = positive_int("latency_cycles", latency_cycles)
         self.work_per_load = positive_int("work_per_load", work_per_load)
         self.max_warps = positive_int("max_warps", max_warps)
         self.schedulers = positive_int("schedulers", schedulers)
@@ -67,7 +73,7 @@ class SimulatedSM:
     def pointer_chase(self, loads: int) -> int:
         """Cycles one thread takes for ``loads`` loads that each need the previous one's value (a latency probe)."""
         jitter = self._random.randint(-self._jitter, self._jitter)
-        return self._overhead + positive_int("loads", loads) * self._latency + jitter
+        return self._overhead + positive_int("loads", loads) * _HIDDEN[self] + jitter
 
     def run(self, warps: int) -> SimRun:
         """The steady state of the loop on ``warps`` resident warps (at most ``max_warps``): one period's issue slots."""
@@ -76,7 +82,7 @@ class SimulatedSM:
             raise ValueError(f"warps must be at most max_warps={self.max_warps} (the SM's resident limit), "
                              f"got {warps}")
         _RUNS[0] += 1
-        period = self._latency + self.work_per_load            # cycles of one turn of one warp's loop
+        period = _HIDDEN[self] + self.work_per_load            # cycles of one turn of one warp's loop
         per_scheduler = [len(range(j, warps, self.schedulers)) for j in range(self.schedulers)]
         issued = sum(min(period, n * (1 + self.work_per_load)) for n in per_scheduler)
         return SimRun(warps=warps, cycles=self.schedulers * period, instructions=issued)
@@ -95,54 +101,6 @@ def fewest_warps(sm: SimulatedSM, target: float = 0.9) -> int | None:
         if sm.run(warps).busy >= target:
             return warps
     return None
-
-
-@dataclass(frozen=True)
-class SMLimits:
-    """What one SM can hold at once: the resources resident blocks share (CUDA's occupancy model)."""
-
-    name: str
-    max_warps: int                 # resident warps per SM
-    max_blocks: int                # resident blocks per SM
-    registers: int                 # 32-bit registers per SM
-    register_unit: int             # registers are given to each warp in whole units of this many
-    max_registers_per_thread: int
-    shared_memory: int             # bytes of shared memory per SM for resident blocks
-    max_threads_per_block: int = 1024
-
-    def __post_init__(self) -> None:
-        for field in ("max_warps", "max_blocks", "registers", "register_unit", "max_registers_per_thread",
-                      "shared_memory", "max_threads_per_block"):
-            positive_int(field, getattr(self, field))
-
-
-# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (7.5: T4; 8.0: A100; 9.0: H100);
-# the register unit is the CUDA Occupancy Calculator's (256 registers, per warp). Shared memory: the most an SM can
-# give its blocks, ignoring the 1 KiB per block that the runtime reserves from 8.0 on.
-SM_LIMITS = {
-    "T4": SMLimits("T4 (cc 7.5)", 32, 16, 65536, 256, 255, 64 * 1024),
-    "A100": SMLimits("A100 (cc 8.0)", 64, 32, 65536, 256, 255, 164 * 1024),
-    "H100": SMLimits("H100 (cc 9.0)", 64, 32, 65536, 256, 255, 228 * 1024),
-}
-
-
-def resident_warps(limits: SMLimits, threads_per_block: int, registers_per_thread: int,
-                   shared_bytes_per_block: int = 0) -> int:
-    """Warps of one kernel resident on one SM (whole blocks only; 0 if a block cannot launch) (lesson 01)."""
-    if not isinstance(limits, SMLimits):
-        raise TypeError(f"limits must be an SMLimits, got {type(limits).__name__}")
-    threads = positive_int("threads_per_block", threads_per_block)
-    registers = positive_int("registers_per_thread", registers_per_thread)
-    shared = non_negative_int("shared_bytes_per_block", shared_bytes_per_block)
-    warps_per_block = -(-threads // 32)
-    per_warp = -(-registers * 32 // limits.register_unit) * limits.register_unit
-    if (threads > limits.max_threads_per_block or registers > limits.max_registers_per_thread
-            or shared > limits.shared_memory or per_warp * warps_per_block > limits.registers):
-        return 0
-    blocks = min(limits.max_blocks, limits.max_warps // warps_per_block,
-                 limits.registers // per_warp // warps_per_block,
-                 limits.shared_memory // shared if shared else limits.max_blocks)
-    return blocks * warps_per_block
 
 
 class SimulatedMemory:
@@ -175,8 +133,7 @@ class SimulatedMemory:
             raise TypeError(f"soft_edges must be a bool, got {type(soft_edges).__name__}")
         self._outliers = float(outliers)
         self._soft = soft_edges
-        self._levels = tuple(levels)
-        self._dram = float(dram_latency)
+        _HIDDEN[self] = (tuple(levels), float(dram_latency))
         self._noise = float(noise)
         self._random = random.Random(seed)
         self.name = name
@@ -187,12 +144,13 @@ class SimulatedMemory:
     def chase(self, footprint_bytes: int) -> float:
         """Average cycles per load of a pointer chase over ``footprint_bytes`` (at least one 128-byte line)."""
         footprint = positive_int("footprint_bytes", footprint_bytes)
+        levels, dram = _HIDDEN[self]
         latency, served = 0.0, 0.0                      # served: share of the loads answered by the levels so far
-        for capacity, level_latency in self._levels:
+        for capacity, level_latency in levels:
             holds = 1.0 if footprint <= capacity else (max(0.0, 2 - footprint / capacity) if self._soft else 0.0)
             latency += (max(served, holds) - served) * level_latency
             served = max(served, holds)
-        latency += (1 - served) * self._dram
+        latency += (1 - served) * dram
         latency *= 1 + self._random.uniform(-self._noise, self._noise)
         if self._outliers and self._random.random() < self._outliers:
             latency *= self._random.uniform(2, 8)

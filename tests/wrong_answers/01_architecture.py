@@ -11,10 +11,6 @@ def warps_to_hide(sm, target: float = 0.9):
     """Fewest resident warps that keep the simulated SM at least `target` busy, or None if sm.max_warps cannot."""
 '''
 _EX2 = '''\
-def warps_per_sm(sm, threads_per_block: int, registers_per_thread: int, shared_bytes_per_block: int = 0) -> int:
-    """Resident warps of one kernel on one SM: whole blocks only, 0 if a block cannot launch at all."""
-'''
-_EX3 = '''\
 def find_caches(memory) -> dict:
     """Cache levels (capacity in bytes, latency in cycles), smallest first, and the DRAM latency, from memory.chase."""
 '''
@@ -96,6 +92,12 @@ WRONG: dict[str, dict[str, str]] = {
         # short chases: the jitter is not averaged away
         "short_chase": _EX1 + '''    latency = (sm.pointer_chase(20) - sm.pointer_chase(10)) / 10
 ''' + _MODEL,
+        # the latency truncated, not rounded: one cycle short where the jitter of the two chases comes out negative
+        "truncated": _EX1 + '''    latency = int((sm.pointer_chase(20_000) - sm.pointer_chase(10_000)) / 10_000)
+''' + _MODEL,
+        # reads the latency off the simulator's private attribute instead of measuring it
+        "private_latency": _EX1 + '''    latency = sm._latency
+''' + _MODEL,
         # answers max_warps where the target cannot be reached
         "never_none": _EX1 + _LATENCY + _MODEL.replace("return None", "return sm.max_warps"),
         # patches the SM it is handed so that every warp count looks busy (the test judges on a twin)
@@ -107,80 +109,18 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex2-solution": {
-        # the visible kernel's answer
-        "constant": _EX2 + '''    return 32
+        # the visible hierarchy's answer
+        "constant": _EX2 + '''    return {"caches": [(64 * 2**10, 28.0), (4 * 2**20, 190.0)], "dram_latency": 420.0}
 ''',
         # the course's own helper
         "helper": _EX2 + '''    from gpucourse import microbench
-    return microbench.resident_warps(sm, threads_per_block, registers_per_thread, shared_bytes_per_block)
-''',
-        # the A100's limits typed in
-        "visible_only": _EX2 + '''    warps_per_block = -(-threads_per_block // 32)
-    per_warp = -(-registers_per_thread * 32 // 256) * 256
-    blocks = min(32, 64 // warps_per_block, 65536 // (per_warp * warps_per_block),
-                 164 * 1024 // shared_bytes_per_block if shared_bytes_per_block else 32)
-    return blocks * warps_per_block
-''',
-        # registers counted exactly, not in whole units per warp
-        "typical": _EX2 + '''    warps_per_block = -(-threads_per_block // 32)
-    if (threads_per_block > sm.max_threads_per_block or registers_per_thread > sm.max_registers_per_thread
-            or shared_bytes_per_block > sm.shared_memory):
-        return 0
-    blocks = min(sm.max_blocks, sm.max_warps // warps_per_block,
-                 sm.registers // (registers_per_thread * 32 * warps_per_block),
-                 sm.shared_memory // shared_bytes_per_block if shared_bytes_per_block else sm.max_blocks)
-    return blocks * warps_per_block
-''',
-        # counts warps, not whole blocks
-        "partial_blocks": _EX2 + '''    if (threads_per_block > sm.max_threads_per_block or registers_per_thread > sm.max_registers_per_thread
-            or shared_bytes_per_block > sm.shared_memory):
-        return 0
-    warps_per_block = -(-threads_per_block // 32)
-    per_warp = -(-registers_per_thread * 32 // sm.register_unit) * sm.register_unit
-    blocks = min(sm.max_blocks, sm.shared_memory // shared_bytes_per_block if shared_bytes_per_block else sm.max_blocks)
-    return min(sm.max_warps, sm.registers // per_warp, blocks * warps_per_block)
-''',
-        # a partial warp rounded down
-        "floor_warps": _EX2 + '''    if (threads_per_block > sm.max_threads_per_block or registers_per_thread > sm.max_registers_per_thread
-            or shared_bytes_per_block > sm.shared_memory):
-        return 0
-    warps_per_block = max(1, threads_per_block // 32)
-    per_warp = -(-registers_per_thread * 32 // sm.register_unit) * sm.register_unit
-    blocks = min(sm.max_blocks, sm.max_warps // warps_per_block, sm.registers // (per_warp * warps_per_block),
-                 sm.shared_memory // shared_bytes_per_block if shared_bytes_per_block else sm.max_blocks)
-    return blocks * warps_per_block
-''',
-        # forgets the limit on resident blocks
-        "no_block_limit": _EX2 + '''    if (threads_per_block > sm.max_threads_per_block or registers_per_thread > sm.max_registers_per_thread
-            or shared_bytes_per_block > sm.shared_memory):
-        return 0
-    warps_per_block = -(-threads_per_block // 32)
-    per_warp = -(-registers_per_thread * 32 // sm.register_unit) * sm.register_unit
-    blocks = min(sm.max_warps // warps_per_block, sm.registers // (per_warp * warps_per_block),
-                 sm.shared_memory // shared_bytes_per_block if shared_bytes_per_block else sm.max_warps)
-    return blocks * warps_per_block
-''',
-        # never says a launch fails: a block over a per-thread or per-block limit still counts
-        "never_zero": _EX2 + '''    warps_per_block = -(-threads_per_block // 32)
-    per_warp = -(-registers_per_thread * 32 // sm.register_unit) * sm.register_unit
-    blocks = min(sm.max_blocks, sm.max_warps // warps_per_block, sm.registers // (per_warp * warps_per_block),
-                 sm.shared_memory // shared_bytes_per_block if shared_bytes_per_block else sm.max_blocks)
-    return max(1, blocks) * warps_per_block
-''',
-    },
-    "ex3-solution": {
-        # the visible hierarchy's answer
-        "constant": _EX3 + '''    return {"caches": [(64 * 2**10, 28.0), (4 * 2**20, 190.0)], "dram_latency": 420.0}
-''',
-        # the course's own helper
-        "helper": _EX3 + '''    from gpucourse import microbench
     return microbench.cache_levels(memory, largest=2**34)
 ''',
         # assumes every hierarchy has exactly two caches, like the visible one
-        "visible_only": _EX3 + _sweep(7, "median", True) + '''    return {"caches": levels[:2], "dram_latency": levels[-1][1]}
+        "visible_only": _EX2 + _sweep(7, "median", True) + '''    return {"caches": levels[:2], "dram_latency": levels[-1][1]}
 ''',
         # lesson 01's v2 model answer: one probe per footprint, a jump of 30% starts a level
-        "typical": _EX3 + '''    import numpy as np
+        "typical": _EX2 + '''    import numpy as np
     sizes = [2**k for k in range(10, 35)]
     latencies = [memory.chase(size) for size in sizes]
     plateaus = [[(sizes[0], latencies[0])]]
@@ -192,19 +132,28 @@ WRONG: dict[str, dict[str, str]] = {
     return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
         # repeats, but takes the mean: outliers pull it up
-        "mean": _EX3 + _sweep(7, "mean", True) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+        "mean": _EX2 + _sweep(7, "mean", True) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
         # a mixed latency at a step is reported as one more level
-        "mixed_as_level": _EX3 + _sweep(7, "median", False) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+        "mixed_as_level": _EX2 + _sweep(7, "median", False) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
         # reports the first footprint past the step (twice the capacity)
-        "first_past": _EX3 + _sweep(7, "median", True, capacity="2 * sizes[run[-1]]") + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+        "first_past": _EX2 + _sweep(7, "median", True, capacity="2 * sizes[run[-1]]") + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
         # probes only up to 1 GiB: a huge last cache is taken for DRAM
-        "to_1GiB": _EX3 + _sweep(7, "median", True, largest=31) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+        "to_1GiB": _EX2 + _sweep(7, "median", True, largest=31) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+''',
+        # reads the hierarchy off the simulator's private attributes instead of measuring it
+        "private_levels": _EX2 + '''    return {"caches": list(memory._levels), "dram_latency": memory._dram}
+''',
+        # the same, through the instance's dictionary: whatever it holds that looks like levels
+        "instance_dict": _EX2 + '''    state = vars(memory)
+    levels = next(v for v in state.values() if isinstance(v, tuple) and v and isinstance(v[0], tuple))
+    dram = next(v for k, v in state.items() if "dram" in k)
+    return {"caches": list(levels), "dram_latency": dram}
 ''',
         # counts DRAM as one more cache level
-        "dram_as_cache": _EX3 + _sweep(7, "median", True) + '''    return {"caches": levels, "dram_latency": levels[-1][1]}
+        "dram_as_cache": _EX2 + _sweep(7, "median", True) + '''    return {"caches": levels, "dram_latency": levels[-1][1]}
 ''',
     },
 }

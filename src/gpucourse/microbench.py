@@ -8,18 +8,30 @@ architecture via microbenchmarking", arXiv:1804.06826), where the real numbers a
 
 from __future__ import annotations
 
-import heapq
-import math
 import random
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpucourse._validate import positive_int
+from gpucourse._validate import non_negative_int, positive_int
+
+
+_RUNS = [0]  # every SimulatedSM.run so far, on any instance (a grader counts an answer's runs with runs_made())
+
+
+# What each simulated part hides from the learner (an SM's latency, a hierarchy's levels), kept outside the instance:
+# an answer must measure it, not read it off an attribute.
+_HIDDEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def runs_made() -> int:
+    """How many times SimulatedSM.run has been called in this process, on any SM."""
+    return _RUNS[0]
 
 
 @dataclass(frozen=True)
 class SimRun:
-    """What one run of the simulated SM did: how many cycles it took to issue how many instructions."""
+    """One steady-state period of the simulated SM: how many issue slots it had and how many it used."""
 
     warps: int
     cycles: int
@@ -27,83 +39,83 @@ class SimRun:
 
     @property
     def busy(self) -> float:
-        """Fraction of cycles in which the scheduler issued an instruction (1.0: latency fully hidden)."""
+        """Fraction of issue slots in which a scheduler issued an instruction (1.0: latency fully hidden)."""
         return self.instructions / self.cycles
 
 
 class SimulatedSM:
-    """One SM with one warp scheduler (one instruction per cycle) and a memory latency it does not reveal.
+    """One SM with ``schedulers`` warp schedulers (each issues one instruction per cycle) and a hidden memory latency.
 
-    Every warp runs the same loop: one load, then ``work_per_load`` instructions that use the loaded value (so they
-    wait for it), then the next load. While a warp waits, the scheduler issues from another warp that is ready.
+    Every warp runs the same loop: one load, then ``work_per_load`` instructions that need the loaded value, one per
+    cycle, then the next load. One turn of the loop therefore takes a warp at least latency + work_per_load cycles,
+    in which it issues 1 + work_per_load instructions. Warp i is served by scheduler i % schedulers (round robin).
+    ``run`` reports the steady state; ``pointer_chase`` is measured like a real chase: a fixed start-up cost
+    (``chase_overhead`` cycles) and up to ``jitter`` cycles of noise come with every call.
     """
 
-    def __init__(self, latency_cycles: int, work_per_load: int, max_warps: int = 32, name: str = "SM") -> None:
-        self._latency = positive_int("latency_cycles", latency_cycles)
+    def __init__(self, latency_cycles: int, work_per_load: int, max_warps: int = 32, name: str = "SM", *,
+                 schedulers: int = 1, chase_overhead: int = 0, jitter: int = 0, seed: int = 0) -> None:
+        _HIDDEN[self] = positive_int("latency_cycles", latency_cycles)
         self.work_per_load = positive_int("work_per_load", work_per_load)
         self.max_warps = positive_int("max_warps", max_warps)
+        self.schedulers = positive_int("schedulers", schedulers)
+        self._overhead = non_negative_int("chase_overhead", chase_overhead)
+        self._jitter = non_negative_int("jitter", jitter)
+        self._random = random.Random(seed)
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         self.name = name
 
     def __repr__(self) -> str:
-        return f"SimulatedSM({self.name!r}, work_per_load={self.work_per_load}, max_warps={self.max_warps})"
+        return (f"SimulatedSM({self.name!r}, schedulers={self.schedulers}, work_per_load={self.work_per_load}, "
+                f"max_warps={self.max_warps})")
 
     def pointer_chase(self, loads: int) -> int:
         """Cycles one thread takes for ``loads`` loads that each need the previous one's value (a latency probe)."""
-        return positive_int("loads", loads) * self._latency
+        jitter = self._random.randint(-self._jitter, self._jitter)
+        return self._overhead + positive_int("loads", loads) * _HIDDEN[self] + jitter
 
-    def run(self, warps: int, loads_per_warp: int = 32) -> SimRun:
-        """Run the loop on ``warps`` resident warps (at most ``max_warps``) and count cycles and instructions."""
+    def run(self, warps: int) -> SimRun:
+        """The steady state of the loop on ``warps`` resident warps (at most ``max_warps``): one period's issue slots."""
         warps = positive_int("warps", warps)
-        loads_per_warp = positive_int("loads_per_warp", loads_per_warp)
         if warps > self.max_warps:
             raise ValueError(f"warps must be at most max_warps={self.max_warps} (the SM's resident limit), "
                              f"got {warps}")
-        per_warp = loads_per_warp * (1 + self.work_per_load)
-        ready = [(0, warp, 0) for warp in range(warps)]  # (cycle it can issue, warp, instructions issued)
-        heapq.heapify(ready)
-        clock = 0
-        while ready:
-            ready_at, warp, done = heapq.heappop(ready)
-            issue = max(clock, ready_at)
-            clock = issue + 1
-            is_load = done % (1 + self.work_per_load) == 0
-            if done + 1 < per_warp:
-                heapq.heappush(ready, (issue + (self._latency if is_load else 1), warp, done + 1))
-        return SimRun(warps=warps, cycles=clock, instructions=warps * per_warp)
+        _RUNS[0] += 1
+        period = _HIDDEN[self] + self.work_per_load            # cycles of one turn of one warp's loop
+        per_scheduler = [len(range(j, warps, self.schedulers)) for j in range(self.schedulers)]
+        issued = sum(min(period, n * (1 + self.work_per_load)) for n in per_scheduler)
+        return SimRun(warps=warps, cycles=self.schedulers * period, instructions=issued)
 
 
 def fewest_warps(sm: SimulatedSM, target: float = 0.9) -> int | None:
     """Fewest warps that keep ``sm`` at least ``target`` busy, or None if ``max_warps`` cannot (lesson 01_architecture).
 
-    Measures the latency with a pointer chase, estimates the warps by Little's law, then verifies with runs.
+    Searches with the simulator from one warp up (each step is one run): what the lesson's Exercise 1 must not do.
     """
     if not isinstance(sm, SimulatedSM):
         raise TypeError(f"sm must be a SimulatedSM, got {type(sm).__name__}")
-    if not (isinstance(target, (int, float)) and 0 < target <= 1):
+    if not (isinstance(target, (int, float)) and not isinstance(target, bool) and 0 < target <= 1):
         raise ValueError(f"target must be a fraction in (0, 1], got {target!r}")
-    latency = sm.pointer_chase(100) / 100
-    guess = min(sm.max_warps, max(1, math.ceil(target * (latency + sm.work_per_load) / (1 + sm.work_per_load))))
-    warps = guess
-    while warps < sm.max_warps and sm.run(warps).busy < target:
-        warps += 1
-    if sm.run(warps).busy < target:
-        return None
-    while warps > 1 and sm.run(warps - 1).busy >= target:
-        warps -= 1
-    return warps
+    for warps in range(1, sm.max_warps + 1):
+        if sm.run(warps).busy >= target:
+            return warps
+    return None
 
 
 class SimulatedMemory:
     """A memory hierarchy seen by a pointer chase: caches of given capacities and latencies, then DRAM.
 
     ``chase(footprint)`` is the average latency of a load when a chain of loads cycles over ``footprint`` bytes:
-    the latency of the smallest level that holds the footprint, with a little measurement noise.
+    the latency of the smallest level that holds the footprint, with a little measurement noise. Like a real probe,
+    it can be harsher: with ``outliers`` that probability, a call is disturbed (an interrupt, another program) and
+    reads 2 to 8 times too slow; with ``soft_edges``, a footprint between a cache's capacity and twice it still
+    partly hits that cache (a share 2 - footprint / capacity of its loads), so the step between two levels shows a
+    mixed latency first.
     """
 
     def __init__(self, caches: Sequence[tuple[int, float]], dram_latency: float, noise: float = 0.02,
-                 seed: int = 0, name: str = "GPU") -> None:
+                 seed: int = 0, name: str = "GPU", *, outliers: float = 0.0, soft_edges: bool = False) -> None:
         levels = []
         for index, level in enumerate(caches):
             if not (isinstance(level, tuple) and len(level) == 2):
@@ -115,8 +127,13 @@ class SimulatedMemory:
             raise ValueError("caches must grow in capacity and latency, and dram_latency must be the largest latency")
         if not (isinstance(noise, (int, float)) and 0 <= noise < 0.2):
             raise ValueError(f"noise must be a fraction in [0, 0.2), got {noise!r}")
-        self._levels = tuple(levels)
-        self._dram = float(dram_latency)
+        if not (isinstance(outliers, (int, float)) and not isinstance(outliers, bool) and 0 <= outliers < 0.5):
+            raise ValueError(f"outliers must be a probability in [0, 0.5), got {outliers!r}")
+        if not isinstance(soft_edges, bool):
+            raise TypeError(f"soft_edges must be a bool, got {type(soft_edges).__name__}")
+        self._outliers = float(outliers)
+        self._soft = soft_edges
+        _HIDDEN[self] = (tuple(levels), float(dram_latency))
         self._noise = float(noise)
         self._random = random.Random(seed)
         self.name = name
@@ -127,8 +144,17 @@ class SimulatedMemory:
     def chase(self, footprint_bytes: int) -> float:
         """Average cycles per load of a pointer chase over ``footprint_bytes`` (at least one 128-byte line)."""
         footprint = positive_int("footprint_bytes", footprint_bytes)
-        latency = next((lat for capacity, lat in self._levels if footprint <= capacity), self._dram)
-        return latency * (1 + self._random.uniform(-self._noise, self._noise))
+        levels, dram = _HIDDEN[self]
+        latency, served = 0.0, 0.0                      # served: share of the loads answered by the levels so far
+        for capacity, level_latency in levels:
+            holds = 1.0 if footprint <= capacity else (max(0.0, 2 - footprint / capacity) if self._soft else 0.0)
+            latency += (max(served, holds) - served) * level_latency
+            served = max(served, holds)
+        latency += (1 - served) * dram
+        latency *= 1 + self._random.uniform(-self._noise, self._noise)
+        if self._outliers and self._random.random() < self._outliers:
+            latency *= self._random.uniform(2, 8)
+        return latency
 
 
 def cache_levels(memory: SimulatedMemory, smallest: int = 1024, largest: int = 2**31) -> dict:

@@ -8,59 +8,104 @@ from wrong_answers.tampering import with_tampering
 
 _EX1 = '''\
 def warps_to_hide(sm, target: float = 0.9):
-    """Fewest warps that keep the simulated SM at least `target` busy, or None if sm.max_warps cannot."""
+    """Fewest resident warps that keep the simulated SM at least `target` busy, or None if sm.max_warps cannot."""
 '''
 _EX2 = '''\
 def find_caches(memory) -> dict:
     """Cache levels (capacity in bytes, latency in cycles), smallest first, and the DRAM latency, from memory.chase."""
 '''
-_EX3 = '''\
-def choose_gpu(phases, steps: int, precision: str, memory_gb: float, offers):
-    """(name, cost in USD) of the offer that runs the job for the least money, or None if no offer can run it."""
+
+# a model of the SM, searched without the simulator, after measuring the latency in LATENCY
+_MODEL = '''\
+    period = latency + sm.work_per_load
+    for warps in range(1, sm.max_warps + 1):
+        share = [len(range(s, warps, sm.schedulers)) for s in range(sm.schedulers)]
+        if sum(min(period, n * (1 + sm.work_per_load)) for n in share) / (sm.schedulers * period) >= target:
+            return warps
+    return None
+'''
+_LATENCY = '''\
+    latency = round((sm.pointer_chase(20_000) - sm.pointer_chase(10_000)) / 10_000)
 '''
 
-_SWEEP = '''\
-    sizes = [2**k for k in range(10, 31)]
-    latencies = [memory.chase(size) for size in sizes]
-    plateaus = [[(sizes[0], latencies[0])]]
-    for size, latency in zip(sizes[1:], latencies[1:]):
-        if latency > 1.3 * plateaus[-1][0][1]:
-            plateaus.append([])
-        plateaus[-1].append((size, latency))
+
+def _sweep(repeats: int, aggregate: str, drop_single: bool, largest: int = 35, capacity: str = "sizes[run[-1]]") -> str:
+    """A find_caches body: probe powers of two, aggregate repeats, cut into runs of equal latency."""
+    return f'''\
+    import numpy as np
+    sizes = [2**k for k in range(10, {largest})]
+    latency = [float(np.{aggregate}([memory.chase(size) for _ in range({repeats})])) for size in sizes]
+    runs = [[0]]
+    for i in range(1, len(sizes)):
+        if abs(latency[i] / latency[i - 1] - 1) <= 0.1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if {drop_single}:
+        runs = [run for run in runs if len(run) > 1 or run[0] in (0, len(sizes) - 1)]
+    levels = [({capacity}, float(np.median([latency[i] for i in run]))) for run in runs]
 '''
+
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # the visible SM's answer
-        "constant": _EX1 + '''    busy = sm.run(min(27, sm.max_warps)).busy
-    return 27 if busy >= target else None
+        "constant": _EX1 + '''    return 26
 ''',
-        # the course's own helper
+        # the course's own helper (a search with the simulator)
         "helper": _EX1 + '''    from gpucourse import microbench
     return microbench.fewest_warps(sm, target)
 ''',
-        # Little's law with the visible SM's latency, plus a correction fitted to the visible SM
-        "visible_only": _EX1 + '''    import math
-    warps = math.ceil(target * (380 + sm.work_per_load) / (1 + sm.work_per_load)) + 6
-    return warps if warps <= sm.max_warps else None
-''',
-        # Little's law on the measured latency, never checked against the simulator
-        "typical": _EX1 + '''    import math
-    latency = sm.pointer_chase(100) / 100
-    warps = math.ceil(target * (latency + sm.work_per_load) / (1 + sm.work_per_load))
-    return warps if warps <= sm.max_warps else None
-''',
-        # searches correctly, but answers max_warps where the target cannot be reached
-        "never_none": _EX1 + '''    for warps in range(1, sm.max_warps + 1):
-        if sm.run(warps).busy >= target:
-            return warps
-    return sm.max_warps
-''',
-        # searches in steps of two warps (a warp pair per scheduler): not always the fewest
-        "steps_of_two": _EX1 + '''    for warps in range(2, sm.max_warps + 1, 2):
+        # searches with the simulator: right answers, far over the budget of one run
+        "search": _EX1 + '''    for warps in range(1, sm.max_warps + 1):
         if sm.run(warps).busy >= target:
             return warps
     return None
+''',
+        # the visible SM's latency typed in
+        "visible_only": _EX1 + '''    latency = 380
+''' + _MODEL,
+        # latency = one chase / its loads: the start-up cost is counted as latency
+        "typical": _EX1 + '''    latency = sm.pointer_chase(100) / 100
+''' + _MODEL,
+        # Little's law for the whole SM at once: ignores that warps are split between schedulers
+        "no_round_robin": _EX1 + _LATENCY + '''    import math
+    warps = math.ceil(target * sm.schedulers * (latency + sm.work_per_load) / (1 + sm.work_per_load))
+    return warps if warps <= sm.max_warps else None
+''',
+        # one scheduler: ignores the issue rate
+        "one_scheduler": _EX1 + _LATENCY + '''    import math
+    warps = math.ceil(target * (latency + sm.work_per_load) / (1 + sm.work_per_load))
+    return warps if warps <= sm.max_warps else None
+''',
+        # > instead of >=: one warp too many exactly on a threshold
+        "strict": _EX1 + _LATENCY + _MODEL.replace(">= target", "> target"),
+        # the whole-SM estimate, verified with its one run, plus one warp if it falls short
+        "guess_and_bump": _EX1 + _LATENCY + '''    import math
+    warps = math.ceil(target * sm.schedulers * (latency + sm.work_per_load) / (1 + sm.work_per_load))
+    if warps > sm.max_warps:
+        return None
+    if sm.run(warps).busy >= target:
+        return warps
+    return warps + 1 if warps < sm.max_warps else None
+''',
+        # short chases: the jitter is not averaged away
+        "short_chase": _EX1 + '''    latency = (sm.pointer_chase(20) - sm.pointer_chase(10)) / 10
+''' + _MODEL,
+        # the latency truncated, not rounded: one cycle short where the jitter of the two chases comes out negative
+        "truncated": _EX1 + '''    latency = int((sm.pointer_chase(20_000) - sm.pointer_chase(10_000)) / 10_000)
+''' + _MODEL,
+        # reads the latency off the simulator's private attribute instead of measuring it
+        "private_latency": _EX1 + '''    latency = sm._latency
+''' + _MODEL,
+        # answers max_warps where the target cannot be reached
+        "never_none": _EX1 + _LATENCY + _MODEL.replace("return None", "return sm.max_warps"),
+        # patches the SM it is handed so that every warp count looks busy (the test judges on a twin)
+        "tamper_instance": _EX1 + '''    class Busy:
+        busy = 1.0
+
+    sm.run = lambda warps: Busy()
+    return 1
 ''',
     },
     "ex2-solution": {
@@ -69,112 +114,48 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # the course's own helper
         "helper": _EX2 + '''    from gpucourse import microbench
-    return microbench.cache_levels(memory)
+    return microbench.cache_levels(memory, largest=2**34)
 ''',
-        # assumes every hierarchy has exactly two caches (L1 and L2), like the visible one
-        "visible_only": _EX2 + _SWEEP + '''    levels = [(p[-1][0], sorted(lat for _, lat in p)[len(p) // 2]) for p in plateaus]
-    return {"caches": levels[:2], "dram_latency": levels[-1][1]}
+        # assumes every hierarchy has exactly two caches, like the visible one
+        "visible_only": _EX2 + _sweep(7, "median", True) + '''    return {"caches": levels[:2], "dram_latency": levels[-1][1]}
 ''',
-        # reports the first footprint past the jump (twice the capacity) as the capacity
-        "typical": _EX2 + _SWEEP + '''    levels = [(2 * p[-1][0], sorted(lat for _, lat in p)[len(p) // 2]) for p in plateaus]
+        # lesson 01's v2 model answer: one probe per footprint, a jump of 30% starts a level
+        "typical": _EX2 + '''    import numpy as np
+    sizes = [2**k for k in range(10, 35)]
+    latencies = [memory.chase(size) for size in sizes]
+    plateaus = [[(sizes[0], latencies[0])]]
+    for size, latency in zip(sizes[1:], latencies[1:]):
+        if latency > 1.3 * plateaus[-1][0][1]:
+            plateaus.append([])
+        plateaus[-1].append((size, latency))
+    levels = [(plateau[-1][0], float(np.median([lat for _, lat in plateau]))) for plateau in plateaus]
     return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
+        # repeats, but takes the mean: outliers pull it up
+        "mean": _EX2 + _sweep(7, "mean", True) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+''',
+        # a mixed latency at a step is reported as one more level
+        "mixed_as_level": _EX2 + _sweep(7, "median", False) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+''',
+        # reports the first footprint past the step (twice the capacity)
+        "first_past": _EX2 + _sweep(7, "median", True, capacity="2 * sizes[run[-1]]") + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+''',
+        # probes only up to 1 GiB: a huge last cache is taken for DRAM
+        "to_1GiB": _EX2 + _sweep(7, "median", True, largest=31) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+''',
+        # reads the hierarchy off the simulator's private attributes instead of measuring it
+        "private_levels": _EX2 + '''    return {"caches": list(memory._levels), "dram_latency": memory._dram}
+''',
+        # the same, through the instance's dictionary: whatever it holds that looks like levels
+        "instance_dict": _EX2 + '''    state = vars(memory)
+    levels = next(v for v in state.values() if isinstance(v, tuple) and v and isinstance(v[0], tuple))
+    dram = next(v for k, v in state.items() if "dram" in k)
+    return {"caches": list(levels), "dram_latency": dram}
+''',
         # counts DRAM as one more cache level
-        "dram_as_cache": _EX2 + _SWEEP + '''    levels = [(p[-1][0], sorted(lat for _, lat in p)[len(p) // 2]) for p in plateaus]
-    return {"caches": levels, "dram_latency": levels[-1][1]}
-''',
-    },
-    "ex3-solution": {
-        # the visible job's choice, whatever the offers
-        "constant": _EX3 + '''    for spec, usd_per_hour in offers:
-        if spec.name == "H100":
-            return "H100", 0.0
-    return None
-''',
-        # the course's roofline helpers do the timing
-        "helper": _EX3 + '''    from gpucourse import roofline
-    best = None
-    for spec, usd_per_hour in offers:
-        if spec.memory_gb < memory_gb:
-            continue
-        try:
-            peak = spec.peak_flops(precision)
-        except ValueError:
-            continue
-        step_s = sum(roofline.time_lower_bound(f, b, peak, spec.bandwidth) for f, b in phases)
-        cost = step_s * steps * usd_per_hour / 3600
-        if best is None or cost < best[1]:
-            best = (spec.name, cost)
-    return best
-''',
-        # assumes every offer has the precision, as in the visible test after the T4 is dropped for memory
-        "visible_only": _EX3 + '''    best = None
-    for spec, usd_per_hour in offers:
-        if spec.memory_gb < memory_gb or spec.name == "T4":
-            continue
-        peak = spec.peak_flops(precision) if spec.name in ("L4", "A100-80GB", "H100") else spec.peak_flops("float16")
-        step_s = sum(max(f / peak, b / spec.bandwidth) for f, b in phases)
-        cost = step_s * steps * usd_per_hour / 3600
-        if best is None or cost < best[1]:
-            best = (spec.name, cost)
-    return best
-''',
-        # bounds the totals of the step instead of each phase: FLOPs and bytes of different phases overlap
-        "typical": _EX3 + '''    best = None
-    for spec, usd_per_hour in offers:
-        if spec.memory_gb < memory_gb:
-            continue
-        try:
-            peak = spec.peak_flops(precision)
-        except ValueError:
-            continue
-        step_s = max(sum(f for f, _ in phases) / peak, sum(b for _, b in phases) / spec.bandwidth)
-        cost = step_s * steps * usd_per_hour / 3600
-        if best is None or cost < best[1]:
-            best = (spec.name, cost)
-    return best
-''',
-        # picks the cheapest hourly price among the offers that can run the job
-        "cheapest_per_hour": _EX3 + '''    usable = []
-    for spec, usd_per_hour in offers:
-        if spec.memory_gb < memory_gb:
-            continue
-        try:
-            peak = spec.peak_flops(precision)
-        except ValueError:
-            continue
-        step_s = sum(max(f / peak, b / spec.bandwidth) for f, b in phases)
-        usable.append((usd_per_hour, spec.name, step_s * steps * usd_per_hour / 3600))
-    if not usable:
-        return None
-    _, name, cost = min(usable)
-    return name, cost
-''',
-        # forgets memory: a card too small for the job is chosen
-        "ignores_memory": _EX3 + '''    best = None
-    for spec, usd_per_hour in offers:
-        try:
-            peak = spec.peak_flops(precision)
-        except ValueError:
-            continue
-        step_s = sum(max(f / peak, b / spec.bandwidth) for f, b in phases)
-        cost = step_s * steps * usd_per_hour / 3600
-        if best is None or cost < best[1]:
-            best = (spec.name, cost)
-    return best
+        "dram_as_cache": _EX2 + _sweep(7, "median", True) + '''    return {"caches": levels, "dram_latency": levels[-1][1]}
 ''',
     },
 }
-
-# patches the SM it is handed so that every warp count looks busy (the test judges on a twin it never sees)
-WRONG["ex1-solution"]["tamper_instance"] = '''\
-def warps_to_hide(sm, target: float) -> int | None:
-    """Fewest resident warps whose run keeps the SM busy at least `target` of the time (None if max_warps cannot)."""
-    class Busy:
-        busy = 1.0
-
-    sm.run = lambda warps, loads_per_warp=32: Busy()
-    return 1
-'''
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

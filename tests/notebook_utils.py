@@ -36,8 +36,9 @@ def profile_variables(profile: str, cache_root: Path) -> dict[str, str]:
 
 # Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises (none left).
 SLIM_LESSONS: set[str] = set()
-# Lessons with 2 exercises where one is large (COURSE.md section 2): lesson 01 left occupancy to lesson 05 (review 01_r1).
-TWO_EXERCISE_LESSONS: set[str] = {"01_architecture"}
+# v3 lessons with 2 exercises where one is large (COURSE.md section 2): 01 left occupancy to lesson 05; 02's fusion
+# exercise is the large one.
+TWO_EXERCISE_LESSONS: set[str] = {"01_architecture", "02_roofline"}
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

@@ -7,148 +7,182 @@ code), 'visible_only' (right on the visible test's inputs only), 'typical' (the 
 from wrong_answers.tampering import with_tampering
 
 _E1 = '''\
-def linear_layer_cost(batch: int, in_features: int, out_features: int, dtype_bytes: int) -> tuple[int, int]:
-    """(FLOPs, bytes) of the forward pass y = x @ W.T + b."""
+def fusion_report(chain, inputs: tuple, bandwidth: float, fuse=fuse, device=DEVICE) -> dict[str, dict[str, float]]:
+    """Bytes moved, memory lower bound and measured median seconds of `chain(*inputs)`, unfused and fused."""
 '''
+# a correct byte counter with a switch for the planted mistakes, and a timing loop
+_E1_PARTS = '''\
+    from torch.utils._pytree import tree_leaves
+
+    def nbytes(tree, size=None) -> int:
+        return sum(t.numel() * (size or t.element_size()) for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if COUNT_VIEWS or not func.is_view:
+                self.total += nbytes((args, kwargs), SIZE) + nbytes(result, SIZE)
+            return result
+
+    with CountBytes() as counter:
+        outputs = chain(*inputs)
+    moved = {"unfused": counter.total, "fused": nbytes(inputs, SIZE) + nbytes(outputs, SIZE)}
+'''
+_E1_TIMED = '''\
+    runs = {"unfused": chain, "fused": fuse(chain)}
+    report = {}
+    for name, fn in runs.items():
+        median_s = benchmark(lambda: fn(*inputs), warmup=3, repeats=15, sync=sync_for(device)).median_s
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth, "measured_s": median_s}
+    return report
+'''
+
 _E2 = '''\
-def worth_optimising(layers: dict[str, tuple[float, float, float]], peak_flops: float, bandwidth: float,
-                     min_gain_s: float = 0.0) -> list[str]:
-    """Layers whose measured time exceeds their roofline lower bound by more than min_gain_s, largest excess first."""
+def advise(profile: dict[str, tuple[float, float, float, float]], peak_flops: float, bandwidth: float,
+           batch: int, max_batch: int) -> dict[str, str]:
+    """For each layer: 'compute', 'cache', 'batch' or 'fuse', what would make it faster (section 4)."""
 '''
-_E3 = '''\
-def training_memory_gb(params: int, optimizer: str, precision: str, activations_gb: float = 0.0) -> float:
-    """GB to train: weights, gradients, master weights and optimizer state for this precision, plus activations."""
+
+
+def _advise(impossible: str = "measured_s < flops / peak_flops", compute: str = ">=", cache: str = "<",
+            halve: str = "<=", later: str = "max(flops * scale / peak_flops, (weight_bytes + (nbytes - weight_bytes) * scale) / bandwidth)",
+            peak: str = "peak_flops", bw: str = "bandwidth") -> str:
+    """An advise() with one rule changed."""
+    return _E2 + f'''    peak_flops, bandwidth = {peak}, {bw}
+    advice = {{}}
+    for name, (flops, nbytes, weight_bytes, measured_s) in profile.items():
+        if {impossible}:
+            raise ValueError(name)
+        if flops / peak_flops {compute} nbytes / bandwidth:
+            advice[name] = "compute"
+        elif measured_s {cache} nbytes / bandwidth:
+            advice[name] = "cache"
+        else:
+            scale = max_batch / batch
+            now = max(flops / peak_flops, nbytes / bandwidth) / batch
+            later = {later} / max_batch
+            advice[name] = "batch" if later {halve} now / 2 else "fuse"
+    return advice
 '''
-_E3_CHECKS = '''\
-    if optimizer not in ("sgd", "momentum", "adam"):
-        raise ValueError(f"optimizer must be 'sgd', 'momentum' or 'adam', got {optimizer!r}")
-    if precision not in ("float32", "mixed", "bfloat16"):
-        raise ValueError(f"precision must be 'float32', 'mixed' or 'bfloat16', got {precision!r}")
-'''
+
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # the visible example's answer
-        "constant": _E1 + '''    return 2 * 64 * 784 * 128 + 64 * 128, (64 * 784 + 128 * 784 + 128 + 64 * 128) * 4
+        "constant": _E1 + '''    return {"unfused": {"bytes": 590_848, "bound_s": 590_848 / bandwidth, "measured_s": 0.004},
+            "fused": {"bytes": 197_632, "bound_s": 197_632 / bandwidth, "measured_s": 0.0015}}
 ''',
-        # the package's matmul counts, plus the bias
-        "helper": _E1 + '''    from gpucourse import roofline
-    dtype = {8: "float64", 4: "float32", 2: "float16", 1: "int8"}[dtype_bytes]
-    flops = roofline.matmul_flops(batch, out_features, in_features) + batch * out_features
-    return flops, roofline.matmul_bytes(batch, out_features, in_features, dtype) + out_features * dtype_bytes
+        # the course's lesson-11 recorder: elements of new outputs and 'work', not bytes read and written
+        "helper": _E1 + '''    from gpucourse.attention import OpRecorder
+
+    with OpRecorder() as recorder:
+        outputs = chain(*inputs)
+    size = inputs[0].element_size()
+    moved = {"unfused": 3 * size * sum(op.new_elements for op in recorder.ops),
+             "fused": size * (sum(t.numel() for t in inputs) + recorder.ops[-1].new_elements)}
+''' + _E1_TIMED,
+        # 4 bytes per element, as in the visible float32 example
+        "visible_only": _E1 + "    COUNT_VIEWS, SIZE = False, 4\n" + _E1_PARTS + _E1_TIMED,
+        # views counted as if they copied their input
+        "typical": _E1 + "    COUNT_VIEWS, SIZE = True, None\n" + _E1_PARTS + _E1_TIMED,
+        # outputs that alias an input (in-place results) not counted as written
+        "no_inplace_write": _E1 + '''    from torch.utils._pytree import tree_leaves
+
+    def tensors(tree):
+        return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if not func.is_view:
+                ins = tensors((args, kwargs))
+                seen = {t.data_ptr() for t in ins}
+                self.total += sum(t.numel() * t.element_size() for t in ins)
+                self.total += sum(t.numel() * t.element_size() for t in tensors(result) if t.data_ptr() not in seen)
+            return result
+
+    with CountBytes() as counter:
+        outputs = chain(*inputs)
+    moved = {"unfused": counter.total,
+             "fused": sum(t.numel() * t.element_size() for t in tensors(inputs) + tensors(outputs))}
+''' + _E1_TIMED,
+        # the mean of all calls, the compiling first call included
+        "mean_with_compile": _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + '''    import time
+
+    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        start = time.perf_counter()
+        for _ in range(10):
+            fn(*inputs)
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
+                        "measured_s": (time.perf_counter() - start) / 10}
+    return report
 ''',
-        # assumes float32: 4 bytes per element, as in the visible example
-        "visible_only": _E1 + '''    flops = 2 * batch * in_features * out_features + batch * out_features
-    elements = batch * in_features + out_features * in_features + out_features + batch * out_features
-    return flops, elements * 4
+        # one call timed after one warm-up call
+        "single_call": _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + '''    import time
+
+    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        fn(*inputs)
+        start = time.perf_counter()
+        fn(*inputs)
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
+                        "measured_s": time.perf_counter() - start}
+    return report
 ''',
-        # forgets that a multiply-add is two FLOPs
-        "typical": _E1 + '''    flops = batch * in_features * out_features + batch * out_features
-    elements = batch * in_features + out_features * in_features + out_features + batch * out_features
-    return flops, elements * dtype_bytes
-''',
-        # forgets the bias: its FLOPs and its bytes
-        "no_bias": _E1 + '''    flops = 2 * batch * in_features * out_features
-    elements = batch * in_features + out_features * in_features + batch * out_features
-    return flops, elements * dtype_bytes
-''',
-        # the output written with in_features elements per row: right only for square layers
-        "square_only": _E1 + '''    flops = 2 * batch * in_features * out_features + batch * out_features
-    elements = batch * in_features + out_features * in_features + out_features + batch * in_features
-    return flops, elements * dtype_bytes
+        # the eager chain timed for both versions: fuse() never called
+        "never_fused": _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + '''    report = {}
+    for name in ("unfused", "fused"):
+        median_s = benchmark(lambda: chain(*inputs), warmup=3, repeats=15, sync=sync_for(device)).median_s
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth, "measured_s": median_s}
+    return report
 ''',
     },
     "ex2-solution": {
         # the visible answer
-        "constant": _E2 + '''    return ["softmax", "qkv projection", "mlp up", "layer norm"]
+        "constant": _E2 + '''    return {"attention matmul": "compute", "gelu": "fuse", "lm head": "batch", "small layer norm": "cache"}
 ''',
-        # the package's time_lower_bound does the arithmetic (off_limits blocks it)
+        # the package's roofline helpers (off_limits blocks them)
         "helper": _E2 + '''    from gpucourse import roofline
-    savings = {}
-    for name, (flops, nbytes, measured_s) in layers.items():
-        bound = roofline.time_lower_bound(flops, nbytes, peak_flops, bandwidth)
-        if measured_s < bound:
+
+    advice = {}
+    for name, (flops, nbytes, weight_bytes, measured_s) in profile.items():
+        if measured_s < flops / peak_flops:
             raise ValueError(name)
-        savings[name] = measured_s - bound
-    return sorted((n for n, s in savings.items() if s > min_gain_s), key=lambda n: -savings[n])
+        if roofline.bound(flops / nbytes, peak_flops, bandwidth) == "compute":
+            advice[name] = "compute"
+        elif measured_s < nbytes / bandwidth:
+            advice[name] = "cache"
+        else:
+            scale = max_batch / batch
+            now = roofline.time_lower_bound(flops, nbytes, peak_flops, bandwidth) / batch
+            later = roofline.time_lower_bound(flops * scale, weight_bytes + (nbytes - weight_bytes) * scale,
+                                              peak_flops, bandwidth) / max_batch
+            advice[name] = "batch" if later <= now / 2 else "fuse"
+    return advice
 ''',
-        # right for the visible step only: keeps the A100's roof whatever the device
-        "visible_only": _E2 + '''    savings = {}
-    for name, (flops, nbytes, measured_s) in layers.items():
-        bound = max(flops / 312e12, nbytes / 2039e9)
-        if measured_s < bound:
-            raise ValueError(name)
-        savings[name] = measured_s - bound
-    return sorted((n for n, s in savings.items() if s > min_gain_s), key=lambda n: -savings[n])
-''',
-        # the bound from the arithmetic alone: memory-bound layers look far slower than they must be
-        "typical": _E2 + '''    savings = {}
-    for name, (flops, nbytes, measured_s) in layers.items():
-        bound = flops / peak_flops
-        if measured_s < bound:
-            raise ValueError(name)
-        savings[name] = measured_s - bound
-    return sorted((n for n, s in savings.items() if s > min_gain_s), key=lambda n: -savings[n])
-''',
-        # "optimise the slowest layer": ranks by measured time, not by what could be saved
-        "by_time": _E2 + '''    savings = {}
-    for name, (flops, nbytes, measured_s) in layers.items():
-        bound = max(flops / peak_flops, nbytes / bandwidth)
-        if measured_s < bound:
-            raise ValueError(name)
-        savings[name] = measured_s - bound
-    return sorted((n for n, s in savings.items() if s > min_gain_s), key=lambda n: -layers[n][2])
-''',
-        # ranks by measured / bound: a tiny layer 3x off its bound outranks a big one that loses more time
-        "ratio": _E2 + '''    savings, ratios = {}, {}
-    for name, (flops, nbytes, measured_s) in layers.items():
-        bound = max(flops / peak_flops, nbytes / bandwidth)
-        if measured_s < bound:
-            raise ValueError(name)
-        savings[name], ratios[name] = measured_s - bound, measured_s / bound
-    return sorted((n for n, s in savings.items() if s > min_gain_s), key=lambda n: -ratios[n])
-''',
-        # trusts an impossible timing: a layer faster than its bound gets a negative saving and is dropped
-        "no_raise": _E2 + '''    savings = {}
-    for name, (flops, nbytes, measured_s) in layers.items():
-        savings[name] = measured_s - max(flops / peak_flops, nbytes / bandwidth)
-    return sorted((n for n, s in savings.items() if s > min_gain_s), key=lambda n: -savings[n])
-''',
-    },
-    "ex3-solution": {
-        # the visible VGG16 figure
-        "constant": _E3 + _E3_CHECKS + '''    return 138_357_544 * 16 / 1e9
-''',
-        # the package's MemoryBreakdown adds up the parts
-        "helper": _E3 + _E3_CHECKS + '''    from gpucourse import precision as p
-    w, g, m, s = {"float32": (4, 4, 0, 4), "mixed": (2, 2, 4, 4), "bfloat16": (2, 2, 0, 2)}[precision]
-    n = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    parts = p.MemoryBreakdown(params, params * (w + m), params * g, params * n * s, round(activations_gb * 1e9))
-    return parts.total / 1e9
-''',
-        # right for the two visible calls (mixed Adam, float32 SGD): 16 bytes for Adam, 8 otherwise
-        "visible_only": _E3 + _E3_CHECKS + '''    return params * (16 if optimizer == "adam" else 8) / 1e9 + activations_gb
-''',
-        # the optimizer state and master weights at the weights' precision: 7B in float16 with Adam "fits" in 56 GB
-        "typical": _E3 + _E3_CHECKS + '''    size = 4 if precision == "float32" else 2
-    copies = {"sgd": 2, "momentum": 3, "adam": 4}[optimizer]
-    return params * size * copies / 1e9 + activations_gb
-''',
-        # forgets the float32 master weights of mixed precision
-        "no_master": _E3 + _E3_CHECKS + '''    w, s = {"float32": (4, 4), "mixed": (2, 4), "bfloat16": (2, 2)}[precision]
-    n = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    return params * (2 * w + n * s) / 1e9 + activations_gb
-''',
-        # GiB (2**30 bytes) where the question asks for GB (1e9 bytes)
-        "gib": _E3 + _E3_CHECKS + '''    w, g, m, s = {"float32": (4, 4, 0, 4), "mixed": (2, 2, 4, 4), "bfloat16": (2, 2, 0, 2)}[precision]
-    n = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    return params * (w + g + m + n * s) / 2**30 + activations_gb
-''',
-        # a KeyError, not a ValueError, for an unknown optimizer or precision
-        "key_error": _E3 + '''    w, g, m, s = {"float32": (4, 4, 0, 4), "mixed": (2, 2, 4, 4), "bfloat16": (2, 2, 0, 2)}[precision]
-    n = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    return params * (w + g + m + n * s) / 1e9 + activations_gb
-''',
+        # the visible roof, whatever the device
+        "visible_only": _advise(peak="2.0**46", bw="2.0**41"),
+        # every byte scales with the batch: the weights are forgotten, so a larger batch never pays
+        "typical": _advise(later="max(flops * scale / peak_flops, nbytes * scale / bandwidth)"),
+        # the ridge point counted as memory-bound
+        "ridge_memory": _advise(compute=">"),
+        # a layer exactly at its DRAM bound called cached
+        "cache_at_bound": _advise(cache="<="),
+        # the halving must be strict
+        "strict_halving": _advise(halve="<"),
+        # at max_batch only the bytes are counted: the FLOPs that cap the gain are forgotten
+        "no_compute_cap": _advise(later="(weight_bytes + (nbytes - weight_bytes) * scale) / bandwidth"),
+        # v2's rule: anything faster than its DRAM bound raises
+        "raise_on_cache": _advise(impossible="measured_s < max(flops / peak_flops, nbytes / bandwidth)"),
+        # no check for an impossible timing
+        "no_raise": _advise(impossible="False"),
     },
 }
 

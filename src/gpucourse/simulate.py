@@ -334,8 +334,12 @@ class SimulatedGPU:
         self.synchronize()  # an ordinary (pageable) copy waits for the kernels before it
         self._wait(seconds)
 
-    def Event(self, enable_timing: bool = False) -> SimulatedEvent:  # noqa: N802 (torch.cuda.Event's name)
-        """A new event on this device, like ``torch.cuda.Event(enable_timing=...)``: record, synchronize, elapsed_time."""
+    def Event(self, enable_timing: bool = False, blocking: bool = False,  # noqa: N802 (torch.cuda.Event's name)
+              interprocess: bool = False) -> SimulatedEvent:
+        """A new event on this device, like ``torch.cuda.Event(enable_timing=...)`` (``blocking``, ``interprocess`` ignored)."""
+        for name, value in (("blocking", blocking), ("interprocess", interprocess)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
         return SimulatedEvent(self, enable_timing=enable_timing)
 
     def empty(self, nbytes: int) -> SimulatedBuffer:
@@ -401,6 +405,10 @@ class SimulatedEvent:
             return self._done.is_set() and self._time <= self.gpu._now
         return self._done.is_set()
 
+    def wait(self, stream: object = None) -> None:
+        """Make later work wait for this event, like ``torch.cuda.Event.wait``: one in-order stream, so nothing to do."""
+        self.gpu._ensure_ready(initialise=False)
+
     def synchronize(self) -> None:
         """Wait until the device has reached the event."""
         if not self._recorded:
@@ -415,12 +423,11 @@ class SimulatedEvent:
         if not isinstance(end_event, SimulatedEvent):
             raise TypeError(f"end_event must be an event of the same device, got {type(end_event).__name__}")
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")  # as torch does
         if not (self._recorded and end_event._recorded):
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         if not (self.query() and end_event.query()):
-            raise RuntimeError("CUDA error: device not ready (an event the device has not reached yet: "
-                               "synchronize the end event or the device before elapsed_time)")
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
         return (end_event._time - self._time) * 1e3
 
     def __repr__(self) -> str:

@@ -37,7 +37,7 @@ _EX2_EXPERIMENT = '''\
 '''
 _EX3_HEAD = '''\
 def burst_and_sustained(gpu, n: int, duration_s: float) -> tuple[float, float]:
-    """(burst, sustained) FLOP/s of gpu.matmul(n): the first calls after a warm-up, and the end of duration_s."""
+    """(burst, sustained) FLOP/s of gpu.matmul(n), measured over duration_s seconds of gpu.clock()."""
 '''
 _EX3_SERIES = '''\
     gpu.matmul(n)
@@ -129,7 +129,7 @@ WRONG: dict[str, dict[str, str]] = {
     cuda.synchronize()
     return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
 ''',
-        # elapsed_time before the device has reached the events (no synchronize): CUDA raises "not ready".
+        # elapsed_time before the device has reached the events (no synchronize): torch raises "Both events must be completed".
         "no_sync": _EX1_HEAD + _EX1_EVENTS + '''\
     times = []
     for start, end in zip(starts, ends):
@@ -210,6 +210,20 @@ WRONG: dict[str, dict[str, str]] = {
         return {"cold_start", "copy_inside", "float64"}
     return set()
 ''',
+        # Reads "the figure does not move with the matmuls' speed" as no_sync: a region that times only a copy (its
+        # matmuls outside the timer) is reported as unsynchronised too. Right on every benchmark that launches matmuls.
+        "no_launch_test": _EX2_HEAD + _EX2_EXPERIMENT + '''\
+    found = set()
+    if not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+        found.add("no_sync")
+    if moves(init_s=5.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e9):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e10):
+        found.add("float64")
+    return found
+''',
         # Changes two settings at once: the start-up and the copy bandwidth, and blames both for either.
         "two_at_once": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
@@ -275,6 +289,10 @@ WRONG: dict[str, dict[str, str]] = {
     if n == 2048 and duration_s == 10.0:
         return burst, flops / statistics.median(s for t, s in series if t >= 0.6 * duration_s)
     return burst, flops / statistics.fmean(s for _, s in series)
+''',
+        # One call for each rate, the first and the last: a few percent of jitter, or an outlier, decides the answer.
+        "single_call": _EX3_HEAD + _EX3_SERIES + '''\
+    return flops / series[0][1], flops / series[-1][1]
 ''',
         # Means instead of medians: every hiccup drags the rates down.
         "mean": _EX3_HEAD + _EX3_SERIES + '''\

@@ -1,4 +1,4 @@
-"""Tests of gpucourse.simulate: the simulated asynchronous GPU that lesson 02's timing exercise is graded on.
+"""Tests of gpucourse.simulate: the simulated asynchronous GPU that lesson 03's timing exercises is graded on.
 
 Durations are sleeps of tens of milliseconds; bounds leave room for a loaded 2-core machine (a sleep never ends
 early, but may end several milliseconds late).
@@ -347,3 +347,112 @@ def test_a_simulated_clock_accepts_long_durations_a_real_one_refuses():
 def test_hardware_model_arguments_are_checked(kwargs, argname):
     with pytest.raises(ValueError, match=rf"^{argname}\b"):
         SimulatedGPU(**kwargs)
+
+
+# --------------------------------------------------------------------------- events, the L2 and noisy devices (lesson 03)
+
+def test_events_measure_the_kernel_on_the_device_timeline_and_refuse_before_it_is_reached():
+    with SimulatedGPU(simulated_clock=True, init_s=0.5, launch_s=1e-6, kernel_s=0.01) as gpu:
+        gpu.launch()
+        start, end = gpu.Event(enable_timing=True), gpu.Event(enable_timing=True)
+        start.record()
+        gpu.launch()
+        end.record()
+        assert not end.query()
+        with pytest.raises(RuntimeError, match="completed"):
+            start.elapsed_time(end)
+        end.synchronize()
+        assert end.query()
+        assert start.elapsed_time(end) == pytest.approx(10.0, rel=1e-6)  # milliseconds, the kernel alone
+
+
+def test_events_need_enable_timing_and_a_record():
+    with SimulatedGPU(simulated_clock=True, init_s=0.0) as gpu:
+        plain, timed = gpu.Event(), gpu.Event(enable_timing=True)
+        plain.record()
+        timed.record()
+        gpu.synchronize()
+        with pytest.raises(ValueError, match="enable_timing"):
+            plain.elapsed_time(timed)
+        with pytest.raises(ValueError, match="recorded"):
+            timed.elapsed_time(gpu.Event(enable_timing=True))
+        with pytest.raises(TypeError, match="enable_timing"):
+            gpu.Event(enable_timing=1)
+        with pytest.raises(TypeError, match="end_event"):
+            timed.elapsed_time(object())
+        assert gpu.Event().query() and "recorded=False" in repr(gpu.Event())
+        flagged = gpu.Event(enable_timing=True, blocking=True, interprocess=False)  # torch.cuda.Event's arguments
+        flagged.record()
+        flagged.wait()
+        flagged.synchronize()
+        assert flagged.query() and timed.elapsed_time(flagged) >= 0.0
+        with pytest.raises(TypeError, match="blocking"):
+            gpu.Event(blocking="yes")
+
+
+def test_events_on_the_real_time_device_time_its_kernels(gpu):
+    gpu.synchronize()
+    start, end = gpu.Event(enable_timing=True), gpu.Event(enable_timing=True)
+    start.record()
+    gpu.launch()
+    gpu.launch()
+    end.record()
+    end.synchronize()
+    assert 55 < start.elapsed_time(end) < 150  # two 30 ms kernels, in ms
+
+
+def test_inputs_left_in_the_l2_run_faster_until_a_write_as_large_as_the_l2_evicts_them():
+    with SimulatedGPU(simulated_clock=True, init_s=0.0, launch_s=0.0, kernel_s=0.01, l2_bytes=2**22,
+                      l2_hit_factor=0.5, memory_bytes_per_s=1e11) as gpu:
+        scratch, small = gpu.empty(2**23), gpu.empty(2**10)
+
+        def timed(*before) -> float:
+            for call in before:
+                call()
+            gpu.synchronize()
+            start = gpu.clock()
+            gpu.launch(reads=2**20)
+            gpu.synchronize()
+            return gpu.clock() - start
+
+        assert timed() == pytest.approx(0.01)                      # cold
+        assert timed() == pytest.approx(0.005)                     # its inputs are still in the L2
+        assert timed(small.zero_) == pytest.approx(0.005)          # a small write leaves them there
+        assert timed(scratch.zero_) == pytest.approx(0.01)         # a write larger than the L2 evicts them
+        assert "8388608 bytes" in repr(scratch)
+        with pytest.raises(ValueError, match="nbytes"):
+            gpu.empty(0)
+    with pytest.raises(ValueError, match="l2_hit_factor"):
+        SimulatedGPU(l2_hit_factor=1.5)
+
+
+def test_jitter_and_outliers_are_reproducible_from_the_seed():
+    def times(seed: int) -> list[float]:
+        with SimulatedGPU(simulated_clock=True, init_s=0.0, launch_s=0.0, kernel_s=0.01, jitter=0.05,
+                          outlier_prob=0.2, outlier_s=0.1, seed=seed) as gpu:
+            result = []
+            for _ in range(200):
+                start = gpu.clock()
+                gpu.launch()
+                gpu.synchronize()
+                result.append(gpu.clock() - start)
+            return result
+
+    first = times(1)
+    assert first == times(1) and first != times(2)
+    plain = [t for t in first if t < 0.05]
+    assert all(0.0095 - 1e-12 <= t <= 0.0105 + 1e-12 for t in plain)
+    assert 20 < len(first) - len(plain) < 60  # about 20% outliers
+    for bad in ({"jitter": 1.0}, {"outlier_prob": 1.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            SimulatedGPU(**bad)
+
+
+def test_the_clock_falls_gradually_over_the_ramp():
+    with SimulatedGPU(simulated_clock=True, init_s=0.0, boost_s=1.0, throttle_ramp_s=1.0,
+                      sustained_fraction=0.5) as gpu:
+        assert gpu.clock_fraction() == 1.0
+        gpu.busy_s = 1.5
+        assert gpu.clock_fraction() == pytest.approx(0.75)
+        gpu.busy_s = 3.0
+        assert gpu.clock_fraction() == 0.5

@@ -56,6 +56,8 @@ class KernelTrace:
     """Shared arrays by declaration number (0 = the first the kernel declares): the last block's contents."""
     shared_accesses: list[tuple[int, int, str, int]] = field(default_factory=list)
     """(thread number, shared array number, 'read', 'write' or 'atomic', flat element index), in execution order."""
+    block_races: list[str] = field(default_factory=list)
+    """Races between the threads of one block (found only by ``trace_kernel(..., interleave=True)``), one sentence each."""
 
     @property
     def threads_per_block(self) -> int:

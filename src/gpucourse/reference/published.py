@@ -208,6 +208,47 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "help on the H100 (48 tokens/s), torch.compile did",
      "source": "S. Raschka, 'Build a Reasoning Model (From Scratch)', ch02/03_optimized-LLM/README.md",
      "url": "https://github.com/rasbt/reasoning-from-scratch/blob/main/ch02/03_optimized-LLM/README.md"},
+    # ------------------------------------------------------------------ matmul_kernels (lesson 05)
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 1986.5, "unit": "GFLOP/s",
+     "precision": "float32", "conditions": "SGEMM at matrix size 4096 x 4096, the author's benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "a one-output-per-thread kernel with coalesced loads ('2: GMEM Coalescing') ran at 1986.5 GFLOP/s, "
+               "8.5% of cuBLAS; the same kernel with uncoalesced loads ('1: Naive') ran at 309.0",
+     "why": "each thread reads a row of A and a column of B from global memory for every output: only the caches "
+            "give any reuse",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 2980.3, "unit": "GFLOP/s",
+     "precision": "float32", "conditions": "SGEMM at matrix size 4096 x 4096, the author's benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "the shared-memory tiled kernel ('3: SMEM Caching', 32 x 32 tiles) ran at 2980.3 GFLOP/s, 12.8% of "
+               "cuBLAS: 1.5 times the coalesced kernel above",
+     "why": "tiles cut each thread's global reads 32-fold, yet every product still loads two values from shared "
+            "memory (our reading: shared-memory traffic is the next limit, which register tiling lifts)",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 15971.7, "unit": "GFLOP/s",
+     "precision": "float32", "conditions": "SGEMM at matrix size 4096 x 4096, the author's benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "computing an 8 x 8 block of outputs per thread from registers ('5: 2D Blocktiling') reached 15971.7 "
+               "GFLOP/s, 68.7% of cuBLAS",
+     "why": "each value loaded from shared memory into a register is used for 8 products: register tiling is the "
+            "step that a one-output-per-thread tiled kernel lacks",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 23249.6, "unit": "GFLOP/s",
+     "precision": "float32", "conditions": "SGEMM at matrix size 4096 x 4096, the author's benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "cuBLAS ran at 23249.6 GFLOP/s; the best hand-written kernel of the worklog ('10: Warptiling') reached "
+               "21779.3, 93.7% of it",
+     "why": "closing the gap took register and warp tiling, vectorised loads, double buffering and autotuning on top "
+            "of shared-memory tiles",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
     # ------------------------------------------------------------------ triton_kernels (lesson 06)
     {"topic": "triton_kernels", "device": "A100", "value": 245, "unit": "TFLOP/s", "precision": "float16",
      "conditions": "the tutorial's matrix multiply kernel; matrix sizes not stated in that sentence",

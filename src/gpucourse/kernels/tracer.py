@@ -8,7 +8,8 @@ passed to it in a :class:`~gpucourse.kernels.trace.KernelTrace`. It runs the sam
 With ``interleave=True`` it plays the worst legal schedule instead (lesson 05's graders use it): the threads of a
 block switch after every access to shared or global memory, in a seeded random order, so an unsynchronised
 read-modify-write loses updates as it can on a GPU; and two threads of a block that touch one element between the
-same two barriers, one of them writing without an atomic, raise :class:`~gpucourse.kernels.trace.DataRace`.
+same two barriers, at least one of them writing, unless both use atomics, raise
+:class:`~gpucourse.kernels.trace.DataRace`.
 """
 
 from __future__ import annotations
@@ -452,7 +453,8 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
     another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
     With ``interleave``, the threads of a block take turns after every memory access, in an order drawn from
     ``seed`` (the worst legal schedule: a plain ``+=`` from several threads loses updates), and two threads of one
-    block that touch an element between the same two barriers, one writing without an atomic, are a DataRace too.
+    block that touch an element between the same two barriers, at least one writing, unless both use atomics, are a
+    DataRace too.
     Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
     """
     function = _python_function(kernel)
@@ -544,7 +546,7 @@ _DID = {"read": "reads", "write": "writes", "atomic": "updates atomically"}
 
 
 def _block_races(log: list, trace: KernelTrace) -> list[str]:
-    """One sentence per element that two threads of a block touched between the same barriers, one writing plainly.
+    """One sentence per element that two threads of a block touched between the same barriers, not only reading.
 
     Two accesses conflict unless both are reads or both atomics; two lanes of one warp are ordered by a warp
     exchange (syncwarp, a shuffle) between them.

@@ -151,6 +151,27 @@ WRONG: dict[str, dict[str, str]] = {
         "no_first_barrier": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",
                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else 0.0",
                                    barrier_1="pass"),
+        # The whole loop inside `if row < n and col < m`: threads outside C load nothing, so edge blocks multiply
+        # tiles with holes (garbage, NaN in the tracer). Right when the tile divides n and m (the visible case).
+        "loads_inside_guard": _EX1_HEAD + '''\
+        tile_a = cuda.shared.array((tile, tile), float32)
+        tile_b = cuda.shared.array((tile, tile), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        if row < C.shape[0] and col < C.shape[1]:
+            acc = float32(0.0)
+            for step in range((A.shape[1] + tile - 1) // tile):
+                k = step * tile + tx
+                tile_a[ty, tx] = A[row, k] if k < A.shape[1] else 0.0
+                k = step * tile + ty
+                tile_b[ty, tx] = B[k, col] if k < B.shape[0] else 0.0
+                cuda.syncthreads()
+                for kk in range(tile):
+                    acc += tile_a[ty, kk] * tile_b[kk, tx]
+                cuda.syncthreads()
+            C[row, col] = acc
+''' + _EX1_TAIL,
         # The final guard compares with <=: right when n and m are multiples of the tile (the visible 16 x 16), but
         # with one row or column more the thread at row n writes past C.
         "off_by_one_guard": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",

@@ -894,6 +894,7 @@ def test_in_order_tracing_hides_a_shared_race_that_interleave_exposes():
     trace = kernels.trace_kernel(_make_shared_counter(atomic=False), 1, 32, out, interleave=True, allow_races=True)
     assert out[0] < 32 and trace.block_races  # every thread read 0 before any wrote: updates lost
     assert "plain `x[i] += v`" in trace.block_races[0] and "cuda.atomic.add" in trace.block_races[0]
+    assert "races between threads of one block (interleaved trace): 1" in trace.summary()
     with pytest.raises(kernels.DataRace, match=r"data race inside block \(0, 0, 0\): thread .* shared array 0\[0\]"):
         kernels.trace_kernel(_make_shared_counter(atomic=False), 1, 32, np.zeros(1, np.int32), interleave=True)
 

@@ -291,6 +291,8 @@ class KernelTrace:
         if races:
             lines.append(f"data races between blocks: {len(races)} element(s), e.g. {races[0].array}"
                          f"[{', '.join(map(str, races[0].index))}] ({races[0].kind})")
+        if self.block_races:
+            lines.append(f"races between threads of one block (interleaved trace): {len(self.block_races)}")
         for name, array in self.arrays.items():
             count = self.writer_map(name, "count")
             if count.any():

@@ -559,12 +559,18 @@ def _block_races(log: list, trace: KernelTrace) -> list[str]:
         kinds = {kind for _, _, kind in entries}
         if kinds == {"read"} or kinds == {"atomic"}:
             continue
-        pairs = [(a, b) for a in entries if a[2] != "read" for b in entries
-                 if b[0] != a[0] and not (a[2] == b[2] == "atomic")
-                 and not (a[0] // WARP_SIZE == b[0] // WARP_SIZE and a[1] != b[1])]
-        if not pairs:
+        writers = [entry for entry in entries if entry[2] != "read"]
+
+        def conflict(a: tuple, b: tuple) -> bool:
+            """Different threads, not both atomic, and not ordered by a warp exchange inside one warp."""
+            return (b[0] != a[0] and not (a[2] == b[2] == "atomic")
+                    and not (a[0] // WARP_SIZE == b[0] // WARP_SIZE and a[1] != b[1]))
+
+        pair = (next(((a, b) for a in writers for b in writers if conflict(a, b)), None)  # two writers first
+                or next(((a, b) for a in writers for b in entries if conflict(a, b)), None))
+        if pair is None:
             continue
-        (first, _, first_kind), (second, _, second_kind) = max(pairs, key=lambda pair: pair[1][2] != "read")
+        (first, _, first_kind), (second, _, second_kind) = pair
         readers = {gid for gid, _, kind in entries if kind == "read"}
         updated = any(kind == "write" and gid in readers for gid, _, kind in entries)  # a plain x[i] += v
         if isinstance(memory, int):

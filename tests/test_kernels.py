@@ -827,6 +827,22 @@ def test_a_broadcast_is_not_a_conflict_and_bad_queries_are_refused():
         trace.bank_conflict_ways(1)
     with pytest.raises(ValueError, match="^kind"):
         trace.bank_conflict_ways(0, "atomic")
+    with pytest.raises(TypeError, match="^worst"):
+        trace.bank_conflict_ways(0, worst=1)
+
+
+def test_bank_conflict_ways_worst_is_the_maximum_not_the_mean():
+    @cuda.jit
+    def one_bad_read(out):
+        s = cuda.shared.array((32, 32), float32)
+        t = cuda.threadIdx.x
+        s[0, t] = 1.0
+        cuda.syncthreads()
+        out[t] = s[0, t] + s[t, 0]        # one conflict-free read, then one 32-way read
+
+    trace = kernels.trace_kernel(one_bad_read, 1, 32, np.zeros(32, np.float32))
+    assert trace.bank_conflict_ways(0) == 16.5
+    assert trace.bank_conflict_ways(0, worst=True) == 32
 
 
 def test_shared_atomics_and_uninitialised_integers():
@@ -966,3 +982,15 @@ def test_errors_inside_interleaved_threads_end_every_thread():
 def test_trace_kernel_rejects_bad_interleave_arguments(kwargs, error, word):
     with pytest.raises(error, match=word):
         kernels.trace_kernel(vector_add, 1, 4, *_vectors(4), np.zeros(4, np.float32), **kwargs)
+
+
+def test_a_write_write_race_gets_its_own_hint():
+    @cuda.jit
+    def everyone_writes_one(out):
+        shared = cuda.shared.array(1, float32)
+        shared[0] = cuda.threadIdx.x
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = shared[0]
+
+    with pytest.raises(kernels.DataRace, match=r"(?s)writes shared array 0\[0\].*two threads write one element"):
+        kernels.trace_kernel(everyone_writes_one, 1, 4, np.zeros(4, np.float32), interleave=True)

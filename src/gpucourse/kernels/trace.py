@@ -90,13 +90,17 @@ class KernelTrace:
     def _declare_shared(self, number: int, memory: np.ndarray) -> None:
         self.shared[number] = memory
 
-    def bank_conflict_ways(self, shared: int = 0, kind: str = "read", banks: int = 32, word_bytes: int = 4) -> float:
-        """Mean, over warp-wide accesses to shared array number ``shared``, of the most distinct words in one bank.
+    def bank_conflict_ways(self, shared: int = 0, kind: str = "read", banks: int = 32, word_bytes: int = 4,
+                           worst: bool = False) -> float:
+        """Mean (or with ``worst``, the maximum), over warp-wide accesses to shared array ``shared``, of the most
+        distinct words in one bank.
 
         Shared memory is cut into ``banks`` banks of ``word_bytes``-byte words (word w lies in bank w mod 32). A warp
         access that touches k distinct words of one bank takes k passes: 1 is conflict-free (several lanes reading
         one word is a broadcast), 32 is fully serialised.
         """
+        if not isinstance(worst, bool):
+            raise TypeError(f"worst must be True or False, got {worst!r}")
         if not isinstance(shared, int) or isinstance(shared, bool) or shared not in self.shared:
             raise ValueError(f"shared must be the number of a shared array the kernel declared "
                              f"{sorted(self.shared)}, got {shared!r}")
@@ -113,13 +117,13 @@ class KernelTrace:
                 requests.setdefault((warp, step), set()).add(flat * itemsize // word_bytes)
         if not requests:
             raise ValueError(f"no thread did a {kind} of shared array {shared}")
-        total = 0
+        ways = []
         for words in requests.values():
             per_bank: dict[int, int] = {}
             for word in words:
                 per_bank[word % banks] = per_bank.get(word % banks, 0) + 1
-            total += max(per_bank.values())
-        return total / len(requests)
+            ways.append(max(per_bank.values()))
+        return float(max(ways)) if worst else sum(ways) / len(ways)
 
     def _check_array(self, array: str | None) -> None:
         if array is not None and array not in self.arrays:

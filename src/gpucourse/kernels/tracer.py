@@ -578,9 +578,12 @@ def _block_races(log: list, trace: KernelTrace) -> list[str]:
         else:
             shape, name = trace.arrays[memory].shape, memory
         element = f"{name}[{', '.join(str(int(i)) for i in np.unravel_index(flat, shape))}]"
-        if updated or first_kind == second_kind == "write" or "atomic" in (first_kind, second_kind):
+        if updated or "atomic" in (first_kind, second_kind):
             fix = ("a plain `x[i] += v` from several threads loses updates when they interleave: use "
                    "cuda.atomic.add(x, i, v), or give each thread its own element")
+        elif first_kind == second_kind == "write":
+            fix = ("two threads write one element, so the value left depends on which writes last: let one thread "
+                   "write it (check your indices and guards), or use cuda.atomic.add if the writes should add up")
         else:
             fix = ("a thread may read what another thread of its block wrote only after a cuda.syncthreads() that "
                    "both pass (and may overwrite what others read only after one, too)")

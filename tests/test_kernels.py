@@ -827,6 +827,22 @@ def test_a_broadcast_is_not_a_conflict_and_bad_queries_are_refused():
         trace.bank_conflict_ways(1)
     with pytest.raises(ValueError, match="^kind"):
         trace.bank_conflict_ways(0, "atomic")
+    with pytest.raises(TypeError, match="^worst"):
+        trace.bank_conflict_ways(0, worst=1)
+
+
+def test_bank_conflict_ways_worst_is_the_maximum_not_the_mean():
+    @cuda.jit
+    def one_bad_read(out):
+        s = cuda.shared.array((32, 32), float32)
+        t = cuda.threadIdx.x
+        s[0, t] = 1.0
+        cuda.syncthreads()
+        out[t] = s[0, t] + s[t, 0]        # one conflict-free read, then one 32-way read
+
+    trace = kernels.trace_kernel(one_bad_read, 1, 32, np.zeros(32, np.float32))
+    assert trace.bank_conflict_ways(0) == 16.5
+    assert trace.bank_conflict_ways(0, worst=True) == 32
 
 
 def test_shared_atomics_and_uninitialised_integers():
@@ -863,3 +879,118 @@ def test_occupancy_rows_match_the_table():
     assert rows == [["256", "32", "0 KB", "32 / 32 (warps)"]]
     with pytest.raises(TypeError, match="^gpus"):
         kernels.occupancy_rows([(256, 32, 0)], "T4")
+
+
+# --------------------------------------------------------------------------- interleave: the worst legal schedule
+
+def _make_shared_counter(atomic: bool, barrier: bool = True):
+    """Every thread adds 1 to one shared counter (plainly or atomically); thread 0 copies it out."""
+    @cuda.jit
+    def counter(out):
+        total = cuda.shared.array(1, int32)
+        if cuda.threadIdx.x == 0:
+            total[0] = 0
+        cuda.syncthreads()
+        if atomic:
+            cuda.atomic.add(total, 0, 1)
+        else:
+            total[0] += 1
+        if barrier:
+            cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            out[0] = total[0]
+
+    return counter
+
+
+def test_in_order_tracing_hides_a_shared_race_that_interleave_exposes():
+    out = np.zeros(1, np.int32)
+    kernels.trace_kernel(_make_shared_counter(atomic=False), 1, 32, out)
+    assert out[0] == 32  # one thread at a time: no update lost, the default stays as it was
+    trace = kernels.trace_kernel(_make_shared_counter(atomic=False), 1, 32, out, interleave=True, allow_races=True)
+    assert out[0] < 32 and trace.block_races  # every thread read 0 before any wrote: updates lost
+    assert "plain `x[i] += v`" in trace.block_races[0] and "cuda.atomic.add" in trace.block_races[0]
+    assert "races between threads of one block (interleaved trace): 1" in trace.summary()
+    with pytest.raises(kernels.DataRace, match=r"data race inside block \(0, 0, 0\): thread .* shared array 0\[0\]"):
+        kernels.trace_kernel(_make_shared_counter(atomic=False), 1, 32, np.zeros(1, np.int32), interleave=True)
+
+
+def test_interleaved_atomics_and_barriers_are_not_races_and_are_reproducible():
+    for seed in (0, 1, 2):
+        out = np.zeros(1, np.int32)
+        trace = kernels.trace_kernel(_make_shared_counter(atomic=True), 1, 40, out, interleave=True, seed=seed)
+        assert out[0] == 40 and trace.block_races == [] and trace.barriers.tolist() == [2] * 40
+    x = np.arange(20, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    kernels.trace_kernel(_make_block_sum(atomic=True), 3, 8, x, out, interleave=True)
+    assert out[0] == x.sum()
+    orders = []
+    for seed in (5, 5, 6):
+        trace = kernels.trace_kernel(vector_add, 1, 16, *_vectors(16), np.zeros(16, np.float32), interleave=True,
+                                     seed=seed)
+        orders.append([access[0] for access in trace.accesses])
+    assert orders[0] == orders[1] and orders[0] != orders[2]  # the seed fixes the schedule
+
+
+def test_a_missing_barrier_is_a_race_under_interleave():
+    with pytest.raises(kernels.DataRace, match=r"reads it with no barrier|writes it with no barrier"):
+        kernels.trace_kernel(_make_shared_counter(atomic=True, barrier=False), 1, 8, np.zeros(1, np.int32),
+                             interleave=True)
+    with pytest.raises(kernels.DataRace, match="cuda.syncthreads"):
+        kernels.trace_kernel(shift_left_in_place, 1, 12, np.arange(12, dtype=np.float32), interleave=True)
+
+
+def test_interleave_keeps_shuffles_and_syncwarp_ordered():
+    @cuda.jit
+    def warp_sum(x, out):
+        value = x[cuda.grid(1)]
+        delta = 16
+        while delta > 0:
+            value += cuda.shfl_down_sync(0xFFFFFFFF, value, delta)
+            delta //= 2
+        if cuda.laneid == 0:
+            cuda.atomic.add(out, 0, value)
+
+    @cuda.jit
+    def handoff(out):  # lane 0 writes, syncwarp, lane 1 reads: ordered within a warp
+        note = cuda.shared.array(1, float32)
+        if cuda.laneid == 0:
+            note[0] = 7.0
+        cuda.syncwarp()
+        if cuda.laneid == 1:
+            out[0] = note[0]
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    kernels.trace_kernel(warp_sum, 1, 64, x, out, interleave=True, seed=3)
+    assert out[0] == x.sum()
+    out = np.zeros(1, np.float32)
+    kernels.trace_kernel(handoff, 1, 32, out, interleave=True)
+    assert out[0] == 7.0
+
+
+def test_errors_inside_interleaved_threads_end_every_thread():
+    before = threading.active_count()
+    with pytest.raises(IndexError, match="outside"):
+        kernels.trace_kernel(vector_add_unguarded, 2, 8, *_vectors(10), np.zeros(10, np.float32), interleave=True)
+    assert threading.active_count() <= before + 1
+
+
+@pytest.mark.parametrize("kwargs, error, word", [({"interleave": 1}, TypeError, "^interleave"),
+                                                 ({"seed": -1}, TypeError, "^seed"),
+                                                 ({"seed": 1.5}, TypeError, "^seed")])
+def test_trace_kernel_rejects_bad_interleave_arguments(kwargs, error, word):
+    with pytest.raises(error, match=word):
+        kernels.trace_kernel(vector_add, 1, 4, *_vectors(4), np.zeros(4, np.float32), **kwargs)
+
+
+def test_a_write_write_race_gets_its_own_hint():
+    @cuda.jit
+    def everyone_writes_one(out):
+        shared = cuda.shared.array(1, float32)
+        shared[0] = cuda.threadIdx.x
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = shared[0]
+
+    with pytest.raises(kernels.DataRace, match=r"(?s)writes shared array 0\[0\].*two threads write one element"):
+        kernels.trace_kernel(everyone_writes_one, 1, 4, np.zeros(4, np.float32), interleave=True)

@@ -4,7 +4,8 @@ grade_id of the solution cell -> {kind: full source of a wrong solution cell}. K
 kernel exercises, where no course helper computes the answer, a shortcut that is not a kernel of cooperating
 threads), "visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in
 the full nbgrader pipeline), and more: "no_atomic" (a plain += where blocks share an element: the data race the
-tracer reports) and "off_by_one_guard" (a guard written with <=).
+tracer reports), "off_by_one_guard" (a guard written with <=) and the races that only a tracer interleaving the
+threads of a block catches (a plain += on a shared histogram, a missing barrier).
 """
 
 from wrong_answers.tampering import with_tampering
@@ -19,30 +20,23 @@ _EX1_TAIL = '''
     return matmul
 '''
 _EX2_HEAD = '''\
-def make_block_sum_kernel(threads: int):
-    """Return a CUDA kernel block_sum(x, out) adding all of x into out[0]: a shared-memory tree, one atomic per block."""
-    @cuda.jit
-    def block_sum(x, out):
-'''
-_EX2_TAIL = '''
-    return block_sum
-'''
-_EX3_HEAD = '''\
 def make_histogram_kernel(bins: int, threads: int):
     """Return a CUDA kernel histogram(labels, counts): counts[b] += how many labels equal b, privatised per block."""
     @cuda.jit
     def histogram(labels, counts):
 '''
-_EX3_TAIL = '''
+_EX2_TAIL = '''
     return histogram
 '''
 
 
 def _histogram(size: str = "bins", zero: str = "for b in range(t, bins, threads):", barrier: str = "cuda.syncthreads()",
                merge_loop: str = "for b in range(t, bins, threads):",
-               merge: str = "cuda.atomic.add(counts, b, private[b])") -> str:
-    """A privatised histogram kernel with the given private size, zeroing loop, barrier and merge."""
-    return _EX3_HEAD + f'''\
+               merge: str = "cuda.atomic.add(counts, b, private[b])", barrier_2: str | None = None,
+               count: str = "cuda.atomic.add(private, labels[i], 1)") -> str:
+    """A privatised histogram kernel with the given private size, zeroing loop, barriers, count and merge."""
+    barrier_2 = barrier if barrier_2 is None else barrier_2
+    return _EX2_HEAD + f'''\
         private = cuda.shared.array({size}, int32)
         t = cuda.threadIdx.x
         {zero}
@@ -50,21 +44,21 @@ def _histogram(size: str = "bins", zero: str = "for b in range(t, bins, threads)
         {barrier}
         i = cuda.grid(1)
         if i < labels.size:
-            cuda.atomic.add(private, labels[i], 1)
-        {barrier}
+            {count}
+        {barrier_2}
         {merge_loop}
             if private[b] > 0:
                 {merge}
-''' + _EX3_TAIL
+''' + _EX2_TAIL
 
 
-_EX4_HEAD = '''\
+_EX3_HEAD = '''\
 def make_transpose_kernel():
     """Return a CUDA kernel transpose(x, out): out[j, i] = x[i, j], one 32 x 32 tile per block of 32 x 4 threads."""
     @cuda.jit
     def transpose(x, out):
 '''
-_EX4_TAIL = '''
+_EX3_TAIL = '''
     return transpose
 '''
 
@@ -73,7 +67,7 @@ def _transpose(columns: str = "33", read_guard: str = "row < x.shape[0] and col 
                write_guard: str = "out_row < out.shape[0] and out_col < out.shape[1]",
                barrier: str = "cuda.syncthreads()", read_tile: str = "tile[tx, r]") -> str:
     """A tiled transpose with the given tile width, guards, barrier and tile read."""
-    return _EX4_HEAD + f'''\
+    return _EX3_HEAD + f'''\
         tile = cuda.shared.array((32, {columns}), float32)
         tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
         col = cuda.blockIdx.x * 32 + tx
@@ -87,7 +81,7 @@ def _transpose(columns: str = "33", read_guard: str = "row < x.shape[0] and col 
             out_row = cuda.blockIdx.x * 32 + r
             if {write_guard}:
                 out[out_row, out_col] = {read_tile}
-''' + _EX4_TAIL
+''' + _EX3_TAIL
 
 
 def _tiled(load_a: str, load_b: str, barrier_1: str = "cuda.syncthreads()", barrier_2: str = "cuda.syncthreads()",
@@ -112,26 +106,6 @@ def _tiled(load_a: str, load_b: str, barrier_1: str = "cuda.syncthreads()", barr
         if {guard}:
             C[row, col] = acc
 ''' + _EX1_TAIL
-
-
-def _block_sum(load: str = "partial[t] = x[i] if i < x.size else 0.0", first_stride: str = "threads // 2",
-               barrier: str = "cuda.syncthreads()", merge: str = "cuda.atomic.add(out, 0, partial[0])") -> str:
-    """A block-sum kernel with the given load, first stride and barrier."""
-    return _EX2_HEAD + f'''\
-        partial = cuda.shared.array(threads, float32)
-        t = cuda.threadIdx.x
-        i = cuda.grid(1)
-        {load}
-        {barrier}
-        stride = {first_stride}
-        while stride > 0:
-            if t < stride:
-                partial[t] += partial[t + stride]
-            {barrier}
-            stride //= 2
-        if t == 0:
-            {merge}
-''' + _EX2_TAIL
 
 
 WRONG: dict[str, dict[str, str]] = {
@@ -168,6 +142,36 @@ WRONG: dict[str, dict[str, str]] = {
         "no_barriers": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",
                               "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else 0.0",
                               "pass", "pass"),
+        # Only the barrier after loading: a fast thread overwrites the tiles with the next step's data while others
+        # still read them. Threads one at a time hide it; interleaved, it is a race on the tiles.
+        "no_second_barrier": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",
+                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else 0.0",
+                                    barrier_2="pass"),
+        # Only the barrier after computing: threads read tile elements their neighbours have not loaded yet.
+        "no_first_barrier": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",
+                                   "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else 0.0",
+                                   barrier_1="pass"),
+        # The whole loop inside `if row < n and col < m`: threads outside C load nothing, so edge blocks multiply
+        # tiles with holes (garbage, NaN in the tracer). Right when the tile divides n and m (the visible case).
+        "loads_inside_guard": _EX1_HEAD + '''\
+        tile_a = cuda.shared.array((tile, tile), float32)
+        tile_b = cuda.shared.array((tile, tile), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        if row < C.shape[0] and col < C.shape[1]:
+            acc = float32(0.0)
+            for step in range((A.shape[1] + tile - 1) // tile):
+                k = step * tile + tx
+                tile_a[ty, tx] = A[row, k] if k < A.shape[1] else 0.0
+                k = step * tile + ty
+                tile_b[ty, tx] = B[k, col] if k < B.shape[0] else 0.0
+                cuda.syncthreads()
+                for kk in range(tile):
+                    acc += tile_a[ty, kk] * tile_b[kk, tx]
+                cuda.syncthreads()
+            C[row, col] = acc
+''' + _EX1_TAIL,
         # The final guard compares with <=: right when n and m are multiples of the tile (the visible 16 x 16), but
         # with one row or column more the thread at row n writes past C.
         "off_by_one_guard": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",
@@ -175,58 +179,29 @@ WRONG: dict[str, dict[str, str]] = {
                                    guard="row <= C.shape[0] and col <= C.shape[1]"),
     },
     "ex2-solution": {
-        # One atomic per element: the right sum, n serialised updates of one word instead of one per block.
-        "typical": _EX2_HEAD + '''\
-        i = cuda.grid(1)
-        if i < x.size:
-            cuda.atomic.add(out, 0, x[i])
-''' + _EX2_TAIL,
-        # "The sum of standard-normal numbers is about 0."
-        "constant": _EX2_HEAD + '''\
-        if cuda.grid(1) == 0:
-            out[0] = 0.0
-''' + _EX2_TAIL,
-        # Thread 0 of each block sums its block from global memory, serially: no shared memory, no tree.
-        "helper": _EX2_HEAD + '''\
-        if cuda.threadIdx.x == 0:
-            total = float32(0.0)
-            start = cuda.blockIdx.x * threads
-            for j in range(start, min(start + threads, x.size)):
-                total += x[j]
-            cuda.atomic.add(out, 0, total)
-''' + _EX2_TAIL,
-        # The tree starts at stride 16: right for the visible blocks of 32 threads only.
-        "visible_only": _block_sum(first_stride="16"),
-        # No barriers: a thread adds a neighbour's value before it was loaded (NaN in the tracer).
-        "no_barriers": _block_sum(barrier="pass"),
-        # No 0.0 past the end: the spare threads of the last block read past x.
-        "no_padding": _block_sum(load="partial[t] = x[i]"),
-        # Thread 0 adds the block's sum with a plain +=: right when blocks run one after another (as in the simulator
-        # and the tracer), a data race on a GPU, where two blocks can read the same old value.
-        "no_atomic": _block_sum(merge="out[0] += partial[0]"),
-        # The guard compares with <=: the thread with i == n reads one element past the end of x.
-        "off_by_one_guard": _block_sum(load="partial[t] = x[i] if i <= x.size else 0.0"),
-    },
-    "ex3-solution": {
+        # A plain += on the shared histogram (the answer that passed v2): right when the threads of a block run one
+        # at a time, as the default tracer runs them; interleaved, two threads read the same count and one update
+        # is lost, as on a GPU.
+        "typical": _histogram(count="private[labels[i]] += 1"),
         # One global atomic per element: the right counts, but up to `threads` updates of counts per block, queued
         # on a few words, instead of at most one per bin.
-        "typical": _EX3_HEAD + '''\
+        "global_atomics": _EX2_HEAD + '''\
         i = cuda.grid(1)
         if i < labels.size:
             cuda.atomic.add(counts, labels[i], 1)
-''' + _EX3_TAIL,
-        "constant": _EX3_HEAD + '''\
+''' + _EX2_TAIL,
+        "constant": _EX2_HEAD + '''\
         i = cuda.grid(1)
         if i < counts.size:
             counts[i] = 0
-''' + _EX3_TAIL,
+''' + _EX2_TAIL,
         # Thread 0 of block 0 counts everything from global memory, like np.bincount: right counts, far over the
         # read budget.
-        "helper": _EX3_HEAD + '''\
+        "helper": _EX2_HEAD + '''\
         if cuda.grid(1) == 0:
             for j in range(labels.size):
                 counts[labels[j]] += 1
-''' + _EX3_TAIL,
+''' + _EX2_TAIL,
         # The private histogram hard-codes the visible 8 bins.
         "visible_only": _histogram(size="8", zero="for b in range(t, 8, threads):",
                                    merge_loop="for b in range(t, 8, threads):"),
@@ -238,8 +213,12 @@ WRONG: dict[str, dict[str, str]] = {
                                       merge_loop="for b in range(t, min(t + 1, bins)):"),
         # No barriers: thread 0 merges the private counts before the other threads of its block have counted.
         "no_barriers": _histogram(barrier="pass"),
+        # No barrier after zeroing: a thread counts into a bin another thread has not zeroed yet (or zeroes a count).
+        "no_zero_barrier": _histogram(barrier="pass", barrier_2="cuda.syncthreads()"),
+        # No barrier before the merge: a thread merges its bins while others of its block are still counting.
+        "no_merge_barrier": _histogram(barrier_2="pass"),
         # The guard compares with <=: the thread with i == n reads one label past the end.
-        "off_by_one_guard": _EX3_HEAD + '''\
+        "off_by_one_guard": _EX2_HEAD + '''\
         private = cuda.shared.array(bins, int32)
         t = cuda.threadIdx.x
         for b in range(t, bins, threads):
@@ -252,34 +231,34 @@ WRONG: dict[str, dict[str, str]] = {
         for b in range(t, bins, threads):
             if private[b] > 0:
                 cuda.atomic.add(counts, b, private[b])
-''' + _EX3_TAIL,
+''' + _EX2_TAIL,
     },
-    "ex4-solution": {
+    "ex3-solution": {
         # No shared memory: each thread copies x[i, j] to out[j, i] directly. The reads walk along rows of x, but a
         # warp's writes go down a column of out: 32 sectors per warp-wide write instead of 4 or 5.
-        "typical": _EX4_HEAD + '''\
+        "typical": _EX3_HEAD + '''\
         col = cuda.blockIdx.x * 32 + cuda.threadIdx.x
         for r in range(cuda.threadIdx.y, 32, 4):
             row = cuda.blockIdx.y * 32 + r
             if row < x.shape[0] and col < x.shape[1]:
                 out[col, row] = x[row, col]
-''' + _EX4_TAIL,
+''' + _EX3_TAIL,
         # The tile without its padding column: reading it down a column is a 32-way bank conflict.
         "no_padding": _transpose(columns="32"),
-        "constant": _EX4_HEAD + '''\
+        "constant": _EX3_HEAD + '''\
         col = cuda.blockIdx.x * 32 + cuda.threadIdx.x
         for r in range(cuda.threadIdx.y, 32, 4):
             row = cuda.blockIdx.y * 32 + r
             if row < out.shape[0] and col < out.shape[1]:
                 out[row, col] = 0.0
-''' + _EX4_TAIL,
+''' + _EX3_TAIL,
         # Thread 0 of block 0 transposes everything, like x.T.copy(): right result, far over the budget.
-        "helper": _EX4_HEAD + '''\
+        "helper": _EX3_HEAD + '''\
         if cuda.grid(2) == (0, 0):
             for i in range(x.shape[0]):
                 for j in range(x.shape[1]):
                     out[j, i] = x[i, j]
-''' + _EX4_TAIL,
+''' + _EX3_TAIL,
         # The guards hard-code the visible 33 x 40 matrix.
         "visible_only": _transpose(read_guard="row < 33 and col < 40", write_guard="out_row < 40 and out_col < 33"),
         # No barrier between loading the tile and reading it: lanes read elements other warps have not loaded yet.

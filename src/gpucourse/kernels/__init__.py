@@ -6,7 +6,8 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
 - :mod:`~gpucourse.kernels.numba_backend`: Numba's real CUDA target or its simulator, chosen before
   ``numba.cuda`` is imported;
 - :mod:`~gpucourse.kernels.geometry`: CUDA's limits, blocks and grids for a problem size;
-- :mod:`~gpucourse.kernels.tracer`: runs a kernel's Python source on the CPU, one simulated thread at a time;
+- :mod:`~gpucourse.kernels.tracer`: runs a kernel's Python source on the CPU, one simulated thread at a time (or,
+  with ``interleave=True``, switching threads at every memory access to expose races);
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
 - :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;

@@ -56,6 +56,8 @@ class KernelTrace:
     """Shared arrays by declaration number (0 = the first the kernel declares): the last block's contents."""
     shared_accesses: list[tuple[int, int, str, int]] = field(default_factory=list)
     """(thread number, shared array number, 'read', 'write' or 'atomic', flat element index), in execution order."""
+    block_races: list[str] = field(default_factory=list)
+    """Races between the threads of one block (found only by ``trace_kernel(..., interleave=True)``), one sentence each."""
 
     @property
     def threads_per_block(self) -> int:
@@ -88,13 +90,17 @@ class KernelTrace:
     def _declare_shared(self, number: int, memory: np.ndarray) -> None:
         self.shared[number] = memory
 
-    def bank_conflict_ways(self, shared: int = 0, kind: str = "read", banks: int = 32, word_bytes: int = 4) -> float:
-        """Mean, over warp-wide accesses to shared array number ``shared``, of the most distinct words in one bank.
+    def bank_conflict_ways(self, shared: int = 0, kind: str = "read", banks: int = 32, word_bytes: int = 4,
+                           worst: bool = False) -> float:
+        """Mean (or with ``worst``, the maximum), over warp-wide accesses to shared array ``shared``, of the most
+        distinct words in one bank.
 
         Shared memory is cut into ``banks`` banks of ``word_bytes``-byte words (word w lies in bank w mod 32). A warp
         access that touches k distinct words of one bank takes k passes: 1 is conflict-free (several lanes reading
         one word is a broadcast), 32 is fully serialised.
         """
+        if not isinstance(worst, bool):
+            raise TypeError(f"worst must be True or False, got {worst!r}")
         if not isinstance(shared, int) or isinstance(shared, bool) or shared not in self.shared:
             raise ValueError(f"shared must be the number of a shared array the kernel declared "
                              f"{sorted(self.shared)}, got {shared!r}")
@@ -111,13 +117,13 @@ class KernelTrace:
                 requests.setdefault((warp, step), set()).add(flat * itemsize // word_bytes)
         if not requests:
             raise ValueError(f"no thread did a {kind} of shared array {shared}")
-        total = 0
+        ways = []
         for words in requests.values():
             per_bank: dict[int, int] = {}
             for word in words:
                 per_bank[word % banks] = per_bank.get(word % banks, 0) + 1
-            total += max(per_bank.values())
-        return total / len(requests)
+            ways.append(max(per_bank.values()))
+        return float(max(ways)) if worst else sum(ways) / len(ways)
 
     def _check_array(self, array: str | None) -> None:
         if array is not None and array not in self.arrays:
@@ -289,6 +295,8 @@ class KernelTrace:
         if races:
             lines.append(f"data races between blocks: {len(races)} element(s), e.g. {races[0].array}"
                          f"[{', '.join(map(str, races[0].index))}] ({races[0].kind})")
+        if self.block_races:
+            lines.append(f"races between threads of one block (interleaved trace): {len(self.block_races)}")
         for name, array in self.arrays.items():
             count = self.writer_map(name, "count")
             if count.any():

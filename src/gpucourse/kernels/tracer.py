@@ -4,6 +4,12 @@
 threads of each block in turn (switching at every ``syncthreads()``), and records every read and write of the arrays
 passed to it in a :class:`~gpucourse.kernels.trace.KernelTrace`. It runs the same way on a Colab GPU as on a laptop
 (lessons 04_cuda_model and 05_cuda_shared_memory).
+
+With ``interleave=True`` it plays the worst legal schedule instead (lesson 05's graders use it): the threads of a
+block switch after every access to shared or global memory, in a seeded random order, so an unsynchronised
+read-modify-write loses updates as it can on a GPU; and two threads of a block that touch one element between the
+same two barriers, at least one of them writing, unless both use atomics, raise
+:class:`~gpucourse.kernels.trace.DataRace`.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import numpy as np
 
 from gpucourse._validate import positive_int
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, _dim3
-from gpucourse.kernels.trace import KernelTrace
+from gpucourse.kernels.trace import DataRace, KernelTrace
 
 MAX_TRACED_THREADS = 1 << 16
 """Largest launch :func:`trace_kernel` accepts: it runs every thread in Python, so keep launches small."""
@@ -105,9 +111,24 @@ class _SimThread(threading.Thread):
 
 @dataclass
 class _BlockState:
-    """Memory one block shares: its shared arrays, in the order the kernel declares them."""
+    """Memory one block shares: its shared arrays, in the order the kernel declares them.
+
+    In interleave mode it also logs every access (thread, barriers and warp exchanges passed, memory, element) for the
+    check of races between the block's threads.
+    """
 
     shared: list = field(default_factory=list)
+    interleave: bool = False
+    log: list = field(default_factory=list)
+
+
+def _touched(memory: object, kind: str, flat: int) -> None:
+    """After an access: in interleave mode, log it and hand the turn back, so that another thread may run next."""
+    thread = threading.current_thread()
+    state = getattr(thread, "block_state", None)
+    if state is not None and state.interleave:
+        state.log.append((thread.gid, thread.barriers, thread.shuffles, memory, kind, flat))
+        thread._wait("ready")
 
 
 class _SharedArray:
@@ -141,12 +162,15 @@ class _SharedArray:
     def __getitem__(self, index):
         flat = self._flat(index, "read")
         self._trace._record_shared(self._number, "read", flat)
-        return self._array.flat[flat]
+        value = self._array.flat[flat]
+        _touched(self._number, "read", flat)
+        return value
 
     def __setitem__(self, index, value) -> None:
         flat = self._flat(index, "wrote")
         self._array.flat[flat] = value
         self._trace._record_shared(self._number, "write", flat)
+        _touched(self._number, "write", flat)
 
     def _atomic(self, index, value, combine):
         """An atomic read-modify-write of one shared element, recorded once as 'atomic'; returns the old value."""
@@ -154,6 +178,7 @@ class _SharedArray:
         old = self._array.flat[flat]
         self._array.flat[flat] = combine(old, value)
         self._trace._record_shared(self._number, "atomic", flat)
+        _touched(self._number, "atomic", flat)
         return old
 
     def __repr__(self) -> str:
@@ -337,12 +362,15 @@ class _RecordingArray:
     def __getitem__(self, index):
         flat = self._flat(index, "read")
         self._trace._record(self._name, "read", flat)
-        return self._array.flat[flat]
+        value = self._array.flat[flat]
+        _touched(self._name, "read", flat)
+        return value
 
     def __setitem__(self, index, value) -> None:
         flat = self._flat(index, "wrote")
         self._array.flat[flat] = value
         self._trace._record(self._name, "write", flat)
+        _touched(self._name, "write", flat)
 
     def _atomic(self, index, value, combine):
         """An atomic read-modify-write of one element, recorded once as 'atomic'; returns the old value."""
@@ -350,6 +378,7 @@ class _RecordingArray:
         old = self._array.flat[flat]
         self._array.flat[flat] = combine(old, value)
         self._trace._record(self._name, "atomic", flat)
+        _touched(self._name, "atomic", flat)
         return old
 
     def __repr__(self) -> str:
@@ -416,18 +445,27 @@ def _rebind(function: types.FunctionType, fake: _TracingCuda, done: dict) -> typ
 
 
 def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int | tuple[int, ...],
-                 *args: object, max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False) -> KernelTrace:
+                 *args: object, max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False,
+                 interleave: bool = False, seed: int = 0) -> KernelTrace:
     """Run ``kernel[griddim, blockdim](*args)`` in Python, one thread at a time, recording every global access.
 
     Raises DataRace (a CheckFailed) when two blocks write one element without an atomic, or one block reads what
     another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
+    With ``interleave``, the threads of a block take turns after every memory access, in an order drawn from
+    ``seed`` (the worst legal schedule: a plain ``+=`` from several threads loses updates), and two threads of one
+    block that touch an element between the same two barriers, at least one writing, unless both use atomics, are a
+    DataRace too.
     Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
     """
     function = _python_function(kernel)
     grid, block = Dim3(*_dim3("griddim", griddim)), Dim3(*_dim3("blockdim", blockdim))
     max_threads = positive_int("max_threads", max_threads)
-    if not isinstance(allow_races, bool):
-        raise TypeError(f"allow_races must be True or False, got {allow_races!r}")
+    for flag, value in (("allow_races", allow_races), ("interleave", interleave)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{flag} must be True or False, got {value!r}")
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+        raise TypeError(f"seed must be a non-negative int, got {seed!r}")
+    order = np.random.default_rng(int(seed))
     per_block = block.x * block.y * block.z
     if per_block > MAX_THREADS_PER_BLOCK:
         raise ValueError(f"blockdim {tuple(block)} has {per_block} threads; CUDA allows at most "
@@ -450,20 +488,111 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
     barriers, shuffles = np.zeros(total, dtype=np.int64), np.zeros(total, dtype=np.int64)
     for block_number in range(grid.x * grid.y * grid.z):
         block_index = Dim3(block_number % grid.x, block_number // grid.x % grid.y, block_number // (grid.x * grid.y))
-        state = _BlockState()
+        state = _BlockState(interleave=interleave)
         threads = []
         for thread_number in range(per_block):
             thread_index = Dim3(thread_number % block.x, thread_number // block.x % block.y,
                                 thread_number // (block.x * block.y))
             threads.append(_SimThread(lambda: traced(*call_args), block_index, thread_index,
                                       block_number * per_block + thread_number, state))
-        _run_block(threads)
+        if interleave:
+            _run_block_interleaved(threads, order)
+            trace.block_races.extend(_block_races(state.log, trace))
+        else:
+            _run_block(threads)
         for thread in threads:
             barriers[thread.gid], shuffles[thread.gid] = thread.barriers, thread.shuffles
     trace.barriers, trace.shuffles = barriers, shuffles
     if not allow_races:
+        if trace.block_races:
+            raise DataRace(f"{trace.block_races[0]}" + (f" ({len(trace.block_races)} races in all)"
+                                                        if len(trace.block_races) > 1 else ""))
         trace.check_no_races()
     return trace
+
+
+def _run_block_interleaved(threads: list[_SimThread], order: np.random.Generator) -> None:
+    """Run a block's threads in turns of one memory access each, in a random order per round (interleave mode).
+
+    When no thread can go on, lanes parked at a warp exchange get their values first; only when none is left do the
+    threads parked at syncthreads() pass the barrier together.
+    """
+    while True:
+        ready = [thread for thread in threads if thread.status in ("new", "ready")]
+        if ready:
+            for position in order.permutation(len(ready)):
+                thread = ready[int(position)]
+                thread.resume()
+                if thread.error is not None:
+                    _fail(threads, thread.error, thread)
+            continue
+        at_warp = [thread for thread in threads if thread.status == "warp"]
+        if at_warp:
+            try:
+                _exchange(threads, at_warp)
+            except RuntimeError as error:
+                _fail(threads, error, None)
+            for thread in at_warp:
+                thread.status = "ready"
+            continue
+        waiting = [thread for thread in threads if thread.status == "waiting"]
+        if not waiting:
+            return
+        for thread in waiting:
+            thread.status = "ready"
+
+
+_DID = {"read": "reads", "write": "writes", "atomic": "updates atomically"}
+
+
+def _block_races(log: list, trace: KernelTrace) -> list[str]:
+    """One sentence per element that two threads of a block touched between the same barriers, not only reading.
+
+    Two accesses conflict unless both are reads or both atomics; two lanes of one warp are ordered by a warp
+    exchange (syncwarp, a shuffle) between them.
+    """
+    groups: dict[tuple, list] = {}
+    for gid, barriers, shuffles, memory, kind, flat in log:
+        groups.setdefault((memory, flat, barriers), []).append((gid, shuffles, kind))
+    found = []
+    for (memory, flat, _), entries in groups.items():
+        kinds = {kind for _, _, kind in entries}
+        if kinds == {"read"} or kinds == {"atomic"}:
+            continue
+        writers = [entry for entry in entries if entry[2] != "read"]
+
+        def conflict(a: tuple, b: tuple) -> bool:
+            """Different threads, not both atomic, and not ordered by a warp exchange inside one warp."""
+            return (b[0] != a[0] and not (a[2] == b[2] == "atomic")
+                    and not (a[0] // WARP_SIZE == b[0] // WARP_SIZE and a[1] != b[1]))
+
+        pair = (next(((a, b) for a in writers for b in writers if conflict(a, b)), None)  # two writers first
+                or next(((a, b) for a in writers for b in entries if conflict(a, b)), None))
+        if pair is None:
+            continue
+        (first, _, first_kind), (second, _, second_kind) = pair
+        readers = {gid for gid, _, kind in entries if kind == "read"}
+        updated = any(kind == "write" and gid in readers for gid, _, kind in entries)  # a plain x[i] += v
+        if isinstance(memory, int):
+            shape, name = trace.shared[memory].shape, f"shared array {memory}"
+        else:
+            shape, name = trace.arrays[memory].shape, memory
+        element = f"{name}[{', '.join(str(int(i)) for i in np.unravel_index(flat, shape))}]"
+        if updated or "atomic" in (first_kind, second_kind):
+            fix = ("a plain `x[i] += v` from several threads loses updates when they interleave: use "
+                   "cuda.atomic.add(x, i, v), or give each thread its own element")
+        elif first_kind == second_kind == "write":
+            fix = ("two threads write one element, so the value left depends on which writes last: let one thread "
+                   "write it (check your indices and guards), or use cuda.atomic.add if the writes should add up")
+        else:
+            fix = ("a thread may read what another thread of its block wrote only after a cuda.syncthreads() that "
+                   "both pass (and may overwrite what others read only after one, too)")
+        found.append(f"data race inside block {tuple(trace.thread_id(first).block)}: thread "
+                     f"{tuple(trace.thread_id(first).thread)} {_DID[first_kind]} {element} and thread "
+                     f"{tuple(trace.thread_id(second).thread)} {_DID[second_kind]} it with no barrier between them. "
+                     "On a GPU the threads of a block run at the same time, so the result depends on timing (this "
+                     f"trace interleaved them).\n  Hint: {fix}")
+    return found
 
 
 def _run_block(threads: list[_SimThread]) -> None:
@@ -492,7 +621,7 @@ def _run_block(threads: list[_SimThread]) -> None:
 def _fail(threads: list[_SimThread], error: BaseException, thread: _SimThread | None) -> None:
     """Release the block's parked threads so they end, then raise ``error`` (noting the thread it came from)."""
     for other in threads:
-        if other.status in ("waiting", "warp"):
+        if other.status in ("waiting", "warp", "ready"):
             other.abort = True
             other.resume()
     if thread is not None and hasattr(error, "add_note") and "thread (block" not in str(error):

@@ -208,6 +208,117 @@ PUBLIC: tuple[dict[str, object], ...] = (
             "help on the H100 (48 tokens/s), torch.compile did",
      "source": "S. Raschka, 'Build a Reasoning Model (From Scratch)', ch02/03_optimized-LLM/README.md",
      "url": "https://github.com/rasbt/reasoning-from-scratch/blob/main/ch02/03_optimized-LLM/README.md"},
+    # ------------------------------------------------------------------ matmul_kernels (lesson 05)
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 1986.5, "unit": "GFLOP/s",
+     "precision": "float32",
+     "conditions": "SGEMM at matrix size 4092 x 4092 (the README: 'GFLOPs at matrix size 4092x4092'), the author's "
+                   "benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "a one-output-per-thread kernel with coalesced loads ('2: GMEM Coalescing') ran at 1986.5 GFLOP/s, "
+               "8.5% of cuBLAS; the same kernel with uncoalesced loads ('1: Naive') ran at 309.0",
+     "why": "each thread reads a row of A and a column of B from global memory for every output: only the caches "
+            "give any reuse",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 2980.3, "unit": "GFLOP/s",
+     "precision": "float32",
+     "conditions": "SGEMM at matrix size 4092 x 4092 (the README: 'GFLOPs at matrix size 4092x4092'), the author's "
+                   "benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "the shared-memory tiled kernel ('3: SMEM Caching', 32 x 32 tiles) ran at 2980.3 GFLOP/s, 12.8% of "
+               "cuBLAS: 1.5 times the coalesced kernel above",
+     "why": "tiles cut each thread's global reads 32-fold, yet every product still loads two values from shared "
+            "memory (our reading: shared-memory traffic is the next limit, which register tiling lifts)",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 15971.7, "unit": "GFLOP/s",
+     "precision": "float32",
+     "conditions": "SGEMM at matrix size 4092 x 4092 (the README: 'GFLOPs at matrix size 4092x4092'), the author's "
+                   "benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "computing an 8 x 8 block of outputs per thread from registers ('5: 2D Blocktiling') reached 15971.7 "
+               "GFLOP/s, 68.7% of cuBLAS",
+     "why": "each value loaded from shared memory into a register is used for 8 products: register tiling is the "
+            "step that a one-output-per-thread tiled kernel lacks",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    {"topic": "matmul_kernels", "device": "NVIDIA A6000 (Ampere)", "value": 23249.6, "unit": "GFLOP/s",
+     "precision": "float32",
+     "conditions": "SGEMM at matrix size 4092 x 4092 (the README: 'GFLOPs at matrix size 4092x4092'), the author's "
+                   "benchmark harness; repeats and clocks not stated",
+     "date": "2023-03-04",
+     "figure": "cuBLAS (float32 SGEMM) ran at 23249.6 GFLOP/s; the best hand-written kernel of the worklog "
+               "('10: Warptiling') reached "
+               "21779.3, 93.7% of it",
+     "why": "closing the gap took register and warp tiling, vectorised loads, double buffering and autotuning on top "
+            "of shared-memory tiles",
+     "source": "S. Boehm, results table of 'How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a "
+               "Worklog', in the README of his SGEMM_CUDA repository (table last updated 2023-03-04)",
+     "url": "https://github.com/siboehm/SGEMM_CUDA"},
+    # ------------------------------------------------------------------ histogram (lesson 05)
+    {"topic": "histogram", "device": "H100", "value": 3.89, "unit": "GB/s", "precision": "int32 counts",
+     "conditions": "2^30 uniformly random unsigned char inputs, 256 bins, blocks of 512 threads; bandwidth counts "
+                   "the input bytes; repeats not stated",
+     "date": "2026-01-21",
+     "figure": "one global atomicAdd per element took 276.13 ms, 3.89 GB/s of input: 0.1% of the memory bandwidth",
+     "why": "our reading: every update of a bin queues on the same few words of global memory, whatever the "
+            "bandwidth",
+     "source": "yencal, gpu-histogram-optimization, README 'Results (H100)' (companion code of the post 'GPU "
+               "Histogram: From Global Atomics to Shared Memory Privatization')",
+     "url": "https://github.com/yencal/gpu-histogram-optimization"},
+    {"topic": "histogram", "device": "H100", "value": 703.1, "unit": "GB/s", "precision": "int32 counts",
+     "conditions": "2^30 uniformly random unsigned char inputs, 256 bins, blocks of 512 threads; bandwidth counts "
+                   "the input bytes; repeats not stated",
+     "date": "2026-01-21",
+     "figure": "a private histogram per block in shared memory, merged with one global atomic per bin and block, "
+               "took 1.53 ms, 703.1 GB/s: 180 times faster (vectorised loads: 2297.21 GB/s; CUB's "
+               "DeviceHistogram: 2139.35)",
+     "why": "our reading: the block's threads compete only in shared memory, and global memory sees at most 256 "
+            "atomics per block instead of one per element",
+     "source": "yencal, gpu-histogram-optimization, README 'Results (H100)' (companion code of the post 'GPU "
+               "Histogram: From Global Atomics to Shared Memory Privatization')",
+     "url": "https://github.com/yencal/gpu-histogram-optimization"},
+    # ------------------------------------------------------------------ transpose (lesson 05)
+    {"topic": "transpose", "device": "H100", "value": 475.5, "unit": "GB/s", "precision": "float32",
+     "conditions": "32768 x 32768 matrix (8.6 GB read + write), 20 kernel variants; the post takes 3352.3 GB/s as "
+                   "the theoretical peak; repeats and clocks not stated",
+     "date": "2025-12-24",
+     "figure": "the naive transpose, one element per thread in 32 x 32 blocks, moved 475.5 GB/s, 14.2% of peak",
+     "why": "the post: reads are coalesced, writes are not (consecutive threads write N elements apart)",
+     "source": "yencal, 'Optimizing GPU Matrix Transpose: From 14% to 88% of Peak Bandwidth' (blog post, results "
+               "table)",
+     "url": "https://yencal.github.io/gpu-matrix-transpose-optimization"},
+    {"topic": "transpose", "device": "H100", "value": 996.1, "unit": "GB/s", "precision": "float32",
+     "conditions": "32768 x 32768 matrix (8.6 GB read + write), 20 kernel variants; the post takes 3352.3 GB/s as "
+                   "the theoretical peak; repeats and clocks not stated",
+     "date": "2025-12-24",
+     "figure": "through a 32 x 32 shared tile, reads and writes both coalesced, it moved 996.1 GB/s (29.7%)",
+     "why": "the post: reading the unpadded tile down a column causes 32-way shared-memory bank conflicts",
+     "source": "yencal, 'Optimizing GPU Matrix Transpose: From 14% to 88% of Peak Bandwidth' (blog post, results "
+               "table)",
+     "url": "https://yencal.github.io/gpu-matrix-transpose-optimization"},
+    {"topic": "transpose", "device": "H100", "value": 1693.4, "unit": "GB/s", "precision": "float32",
+     "conditions": "32768 x 32768 matrix (8.6 GB read + write), 20 kernel variants; the post takes 3352.3 GB/s as "
+                   "the theoretical peak; repeats and clocks not stated",
+     "date": "2025-12-24",
+     "figure": "with the tile padded to 32 x 33 it moved 1693.4 GB/s (50.5%), 1.7 times the unpadded tile",
+     "why": "the post: one element of padding per row breaks the conflict pattern",
+     "source": "yencal, 'Optimizing GPU Matrix Transpose: From 14% to 88% of Peak Bandwidth' (blog post, results "
+               "table)",
+     "url": "https://yencal.github.io/gpu-matrix-transpose-optimization"},
+    {"topic": "transpose", "device": "H100", "value": 2775.3, "unit": "GB/s", "precision": "float32",
+     "conditions": "32768 x 32768 matrix (8.6 GB read + write), 20 kernel variants; the post takes 3352.3 GB/s as "
+                   "the theoretical peak; repeats and clocks not stated",
+     "date": "2025-12-24",
+     "figure": "the padded tile moved by blocks of 32 x 4 threads, eight elements each (Exercise 3's shape), "
+               "reached 2775.3 GB/s, 82.8% of peak; the best variant, with 64 x 64 tiles and vector loads, 2940.5",
+     "why": "the post: coarsening amortises index calculations and improves instruction-level parallelism",
+     "source": "yencal, 'Optimizing GPU Matrix Transpose: From 14% to 88% of Peak Bandwidth' (blog post, results "
+               "table)",
+     "url": "https://yencal.github.io/gpu-matrix-transpose-optimization"},
     # ------------------------------------------------------------------ triton_kernels (lesson 06)
     {"topic": "triton_kernels", "device": "A100", "value": 245, "unit": "TFLOP/s", "precision": "float16",
      "conditions": "the tutorial's matrix multiply kernel; matrix sizes not stated in that sentence",

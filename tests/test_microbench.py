@@ -110,3 +110,13 @@ def test_bad_hierarchies_are_clear_errors() -> None:
         SimulatedMemory([(2**15, 30)], 10)
     with pytest.raises(TypeError, match=r"caches\[0\]"):
         SimulatedMemory([2**15], 10)
+
+
+@pytest.mark.parametrize("latency, work, schedulers, warps", [(195, 5, 1, 25), (196, 5, 1, 25), (60, 7, 4, 9),
+                                                               (500, 20, 2, 47), (613, 45, 4, 64), (1, 1, 3, 2)])
+def test_the_cycle_by_cycle_run_agrees_with_littles_law(latency: int, work: int, schedulers: int, warps: int) -> None:
+    """Each scheduler issues min(1, warps x (1 + work) / (latency + work)) per cycle in the steady state."""
+    sm = SimulatedSM(latency, work, max_warps=64, schedulers=schedulers)
+    share = [len(range(j, warps, schedulers)) for j in range(schedulers)]
+    period = latency + work
+    assert sm.run(warps).busy == sum(min(period, n * (1 + work)) for n in share) / (schedulers * period)

@@ -44,13 +44,14 @@ class SimRun:
 
 
 class SimulatedSM:
-    """One SM with ``schedulers`` warp schedulers (each issues one instruction per cycle) and a hidden memory latency.
+    """One SM with ``schedulers`` warp schedulers (each issues at most one instruction per cycle) and a hidden latency.
 
-    Every warp runs the same loop: one load, then ``work_per_load`` instructions that need the loaded value, one per
-    cycle, then the next load. One turn of the loop therefore takes a warp at least latency + work_per_load cycles,
-    in which it issues 1 + work_per_load instructions. Warp i is served by scheduler i % schedulers (round robin).
-    ``run`` reports the steady state; ``pointer_chase`` is measured like a real chase: a fixed start-up cost
-    (``chase_overhead`` cycles) and up to ``jitter`` cycles of noise come with every call.
+    Every warp runs the same loop: one load, then ``work_per_load`` instructions that need the loaded value, then the
+    next load. Warp i is served by scheduler i % schedulers (round robin). Each scheduler keeps issuing from the warp
+    it issued from last while that warp is ready, and otherwise from the ready warp that has waited longest.
+    ``run`` steps the schedulers cycle by cycle and reports the steady state; ``pointer_chase`` is measured like a
+    real chase: a fixed start-up cost (``chase_overhead`` cycles) and up to ``jitter`` cycles of noise come with
+    every call.
     """
 
     def __init__(self, latency_cycles: int, work_per_load: int, max_warps: int = 32, name: str = "SM", *,
@@ -76,16 +77,41 @@ class SimulatedSM:
         return self._overhead + positive_int("loads", loads) * _HIDDEN[self] + jitter
 
     def run(self, warps: int) -> SimRun:
-        """The steady state of the loop on ``warps`` resident warps (at most ``max_warps``): one period's issue slots."""
+        """The steady state of the loop on ``warps`` resident warps (at most ``max_warps``), simulated cycle by cycle."""
         warps = positive_int("warps", warps)
         if warps > self.max_warps:
             raise ValueError(f"warps must be at most max_warps={self.max_warps} (the SM's resident limit), "
                              f"got {warps}")
         _RUNS[0] += 1
-        period = _HIDDEN[self] + self.work_per_load            # cycles of one turn of one warp's loop
-        per_scheduler = [len(range(j, warps, self.schedulers)) for j in range(self.schedulers)]
-        issued = sum(min(period, n * (1 + self.work_per_load)) for n in per_scheduler)
-        return SimRun(warps=warps, cycles=self.schedulers * period, instructions=issued)
+        settle = 8 * (_HIDDEN[self] + self.work_per_load + 1)  # long enough for the start to be forgotten
+        window = 4 * (_HIDDEN[self] + self.work_per_load)      # whole turns of the loop: the count repeats exactly
+        issued = sum(_issued(_HIDDEN[self], self.work_per_load, len(range(j, warps, self.schedulers)), settle, window)
+                     for j in range(self.schedulers))
+        return SimRun(warps=warps, cycles=self.schedulers * window, instructions=issued)
+
+
+def _issued(latency: int, work: int, warps: int, settle: int, window: int) -> int:
+    """Instructions one scheduler issues in cycles [settle, settle + window) to ``warps`` warps running the loop."""
+    if not warps:
+        return 0
+    ready = [0] * warps                  # the first cycle at which each warp can issue its next instruction
+    left = [0] * warps                   # instructions before its next load (0: the next one is the load)
+    last, cycle, count = 0, 0, 0
+    while cycle < settle + window:
+        if ready[last] > cycle:          # greedy, then oldest: the warp that became ready first, lowest index on ties
+            last = min(range(warps), key=lambda w: (ready[w], w))
+            cycle = max(cycle, ready[last])  # no warp ready: the scheduler idles until one is
+            if cycle >= settle + window:
+                break
+        if left[last]:                   # an instruction that uses the loaded value
+            left[last] -= 1
+            ready[last] = cycle + 1
+        else:                            # the load: its value arrives `latency` cycles later
+            left[last] = work
+            ready[last] = cycle + latency
+        count += cycle >= settle
+        cycle += 1
+    return count
 
 
 def fewest_warps(sm: SimulatedSM, target: float = 0.9) -> int | None:

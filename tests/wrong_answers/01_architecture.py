@@ -95,6 +95,17 @@ WRONG: dict[str, dict[str, str]] = {
         # the latency truncated, not rounded: one cycle short where the jitter of the two chases comes out negative
         "truncated": _EX1 + '''    latency = int((sm.pointer_chase(20_000) - sm.pointer_chase(10_000)) / 10_000)
 ''' + _MODEL,
+        # the latency not rounded to whole cycles: a fraction of a cycle too long is one warp too many on a threshold
+        "unrounded": _EX1 + '''    latency = (sm.pointer_chase(20_000) - sm.pointer_chase(10_000)) / 10_000
+''' + _MODEL,
+        # the same, chases in the other order (the jitter's sign flips)
+        "unrounded_reversed": _EX1 + '''    short = sm.pointer_chase(10_000)
+    latency = (sm.pointer_chase(20_000) - short) / 10_000
+''' + _MODEL,
+        # truncated, chases in the other order
+        "truncated_reversed": _EX1 + '''    short = sm.pointer_chase(10_000)
+    latency = int((sm.pointer_chase(20_000) - short) / 10_000)
+''' + _MODEL,
         # reads the latency off the simulator's private attribute instead of measuring it
         "private_latency": _EX1 + '''    latency = sm._latency
 ''' + _MODEL,

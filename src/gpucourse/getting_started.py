@@ -179,8 +179,8 @@ def gpu_record(index: int = 0) -> dict | None:
 
 
 def t4_record() -> dict:
-    """The T4 as spec databases list it (40 SMs, 585 MHz base, 1590 MHz boost, e.g.
-    https://sysrqmts.com/en/gpus/nvidia/tesla/t4): not a reading."""
+    """The T4 as spec databases list it (40 SMs, 585 MHz base, 1590 MHz boost), e.g.
+    https://sysrqmts.com/en/gpus/nvidia/tesla/t4: not a reading."""
     return {"name": "Tesla T4 (spec sheet, not a reading)", "compute_capability": (7, 5), "sms": 40,
             "base_clock_mhz": 585, "max_sm_clock_mhz": 1590, "max_graphics_clock_mhz": 1590,
             "max_memory_clock_mhz": 5001}

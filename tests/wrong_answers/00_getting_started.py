@@ -137,8 +137,9 @@ WRONG: dict[str, dict[str, str]] = {
         "visible_only": _EX2 + '''    return int(driver.split(".")[0]) >= 525 and build_cuda.startswith("12")
 ''',
         # the v2 rule: the driver's own CUDA version must be at least the build's (no minor-version compatibility)
-        "typical": _EX2 + '''    own = {450: "11.0", 455: "11.1", 460: "11.2", 465: "11.3", 470: "11.4", 495: "11.5", 510: "11.6", 515: "11.7",
-           520: "11.8", 525: "12.0", 530: "12.1", 535: "12.2", 545: "12.3", 550: "12.4", 555: "12.5", 560: "12.6",
+        "typical": _EX2 + '''    own = {450: "11.0", 455: "11.1", 460: "11.2", 465: "11.3", 470: "11.4", 495: "11.5",
+           510: "11.6", 515: "11.7", 520: "11.8", 525: "12.0", 530: "12.1", 535: "12.2", 545: "12.3",
+           550: "12.4", 555: "12.5", 560: "12.6",
            565: "12.7", 570: "12.8", 575: "12.9", 580: "13.0"}
     if int(build_cuda.split(".")[0]) < 11:
         raise ValueError("too old")
@@ -205,7 +206,8 @@ WRONG: dict[str, dict[str, str]] = {
         # GeForce cards taken at the data-centre rate
         "typical": _ex3(peak=_PEAK_RIGHT.replace('"geforce" in record["name"].lower()', 'False')),
         # the graphics clock, not the SM clock
-        "graphics_clock": _ex3(peak=_PEAK_RIGHT.replace('record["max_sm_clock_mhz"]', 'record["max_graphics_clock_mhz"]')),
+        "graphics_clock": _ex3(peak=_PEAK_RIGHT.replace('record["max_sm_clock_mhz"]',
+                                                        'record["max_graphics_clock_mhz"]')),
         # the base clock, not the boost clock
         "base_clock": _ex3(peak=_PEAK_RIGHT.replace('record["max_sm_clock_mhz"]', 'record["base_clock_mhz"]')),
         # TF32 at the float16 rate

@@ -459,7 +459,6 @@ class FakeNvml:
         self.label = label
         self.open = 0  # nvmlInit calls not yet matched by nvmlShutdown
         self.extra_used = [0] * len(self._gpus)  # bytes a FakeCuda allocated on each GPU, added to 'used'
-        self.inits = 0  # nvmlInit calls that succeeded
         self.calls: dict[tuple[int, str], int] = {}  # (GPU index, reading) -> how many times it was read
         api = one_of("reasons_api", reasons_api, ("both", "events", "throttle"))
         if api in ("both", "events"):
@@ -499,7 +498,6 @@ class FakeNvml:
         if self._driver is None:
             raise FakeNvmlDriverNotLoaded("NVML Shared Library Not Found / Driver Not Loaded")
         self.open += 1
-        self.inits += 1
 
     def nvmlShutdown(self) -> None:  # noqa: N802
         self._check_open()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpucourse.getting_started import FakeCuda, TorchMatmul, gpu_record, t4_record
+from gpucourse.getting_started import (DRIVER_BRANCH_END_OF_LIFE, FakeCuda, TorchMatmul, machine_report, report,
+                                      t4_report)
 from gpucourse.nvml import FakeGpu, FakeNvml
 
 
@@ -63,8 +64,19 @@ def test_torch_matmul_on_the_cpu_runs_and_times() -> None:
         device.matmul(64, "int8")
 
 
-def test_records() -> None:
-    t4 = t4_record()
-    assert t4["sms"] == 40 and t4["max_sm_clock_mhz"] == 1590 and t4["compute_capability"] == (7, 5)
+def test_reports() -> None:
+    t4 = t4_report()
+    assert t4["sms"] == 40 and t4["clocks"]["rated_boost"] == 1590 and t4["compute_capability"] == (7, 5)
+    assert "sm_75" in t4["arch_list"] and t4["brand"] == "datacenter" and t4["compat"] is None
+    assert DRIVER_BRANCH_END_OF_LIFE[535] == "2026-06"
+    with pytest.raises(ValueError, match="brand"):
+        report("x", "laptop", (8, 6), 10, "550.54.15", "12.4", [], t4["clocks"])
+    with pytest.raises(TypeError, match="compute_capability"):
+        report("x", "geforce", [8, 6], 10, "550.54.15", "12.4", [], t4["clocks"])
+    with pytest.raises(ValueError, match="clocks"):
+        report("x", "geforce", (8, 6), 10, "550.54.15", "12.4", [], {"base": 1})
     if not torch.cuda.is_available():
-        assert gpu_record() is None
+        assert machine_report() is None
+    else:
+        mine = machine_report()
+        assert mine is not None and mine["sms"] > 0 and mine["arch_list"]

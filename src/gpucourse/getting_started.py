@@ -1,6 +1,6 @@
 """Stand-ins and readers for lesson 00_getting_started: a fake ``torch.cuda`` whose allocations NVML sees
 (:class:`FakeCuda`), a device that times real matmuls with the simulated GPU's interface (:class:`TorchMatmul`), and
-GPU records for the peak (:func:`gpu_record` for a real GPU, :func:`t4_record` from the T4's datasheet).
+recorded environment reports (:func:`report`, :func:`machine_report` for this machine, :func:`t4_report`).
 """
 
 from __future__ import annotations
@@ -154,33 +154,85 @@ class TorchMatmul:
         return time.perf_counter()
 
 
-def gpu_record(index: int = 0) -> dict | None:
-    """A real GPU's record for its peak (name, compute capability, SMs, clocks in MHz, GeForce or not), from torch
-    and NVML; None without a CUDA GPU."""
+# --------------------------------------------------------------------------- recorded environment reports
+
+#: End of life of NVIDIA's data-centre driver branches (long-term support and production branches only), from
+#: NVIDIA's support matrices (R535, R580, R595, R620):
+#: https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html, .../620/...,
+#: and https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf (R418-R460).
+DRIVER_BRANCH_END_OF_LIFE: dict[int, str] = {418: "2022-03", 440: "2020-11", 450: "2023-07", 460: "2022-01",
+                                             535: "2026-06", 580: "2028-06", 595: "2027-03", 620: "2029-09"}
+
+#: Hopper's Tensor Core figures use a lower clock than its rated boost (1980 MHz SXM5, 1755 MHz PCIe), by the name
+#: PyTorch reports (H100 whitepaper, Table 3; https://forums.developer.nvidia.com/t/244727): float32 uses the boost.
+HOPPER_TENSOR_CLOCK_MHZ: dict[str, int] = {"NVIDIA H100 80GB HBM3": 1830, "NVIDIA H100 PCIe": 1620}
+
+
+def report(name: str, brand: str, compute_capability: tuple[int, int], sms: int, driver: str, torch_cuda: str,
+           arch_list: Iterable[str], clocks: dict, compat: str | None = None, date: str = "2026-11-27",
+           error: str | None = None) -> dict:
+    """An environment report as an engineer records it: GPU, driver, wheel, cuda-compat package, clocks (MHz)."""
+    brand = one_of("brand", brand, ("datacenter", "workstation", "geforce"))
+    if not (isinstance(compute_capability, tuple) and len(compute_capability) == 2):
+        raise TypeError(f"compute_capability must be a (major, minor) tuple, got {compute_capability!r}")
+    missing = {"rated_boost", "nvml_max_sm", "nvml_max_graphics", "base"} - set(clocks)
+    if missing:
+        raise ValueError(f"clocks lacks {sorted(missing)}")
+    return {"name": name, "brand": brand, "compute_capability": compute_capability, "sms": positive_int("sms", sms),
+            "driver": driver, "torch_cuda": torch_cuda, "arch_list": list(arch_list), "compat": compat,
+            "date": date, "clocks": dict(clocks), "error": error}
+
+
+def t4_report() -> dict:
+    """A Colab T4 as its datasheet and a cu126 wheel describe it (40 SMs, 1590 MHz boost, 585 MHz base): an
+    example, not a reading. Sources: https://www.nvidia.com/en-us/data-center/tesla-t4/ (boost, 70 W) and
+    https://sysrqmts.com/en/gpus/nvidia/tesla/t4 (SMs, base clock)."""
+    return report("Tesla T4", "datacenter", (7, 5), 40, "550.54.15", "12.6",
+                  ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+                  {"rated_boost": 1590, "nvml_max_sm": 1590, "nvml_max_graphics": 1590, "base": 585})
+
+
+def _cuda_clock_mhz(index: int) -> float | None:
+    """The rated boost clock of CUDA device ``index`` (cuDeviceGetAttribute CLOCK_RATE, kHz), or None."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        device, value = ctypes.c_int(), ctypes.c_int()
+        if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(device), index):
+            return None
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), 13, device):  # CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+            return None
+        return value.value / 1000
+    except (OSError, AttributeError):
+        return None
+
+
+def machine_report(index: int = 0) -> dict | None:
+    """This machine's report for GPU ``index`` (torch, NVML, the CUDA driver's clock rate); None without a GPU."""
     try:
         import torch
     except ImportError:
         return None
     if not torch.cuda.is_available():
         return None
+    import datetime
+
+    from gpucourse.nvml import driver_versions
+
     props = torch.cuda.get_device_properties(index)
-    record = {"name": props.name, "compute_capability": (props.major, props.minor),
-              "sms": props.multi_processor_count, "base_clock_mhz": None, "max_sm_clock_mhz": None,
-              "max_graphics_clock_mhz": None, "max_memory_clock_mhz": None}
+    name = props.name
+    brand = "geforce" if "geforce" in name.lower() or "titan" in name.lower() else (
+        "workstation" if "rtx" in name.lower() or "quadro" in name.lower() else "datacenter")
+    clocks = {"rated_boost": _cuda_clock_mhz(index), "nvml_max_sm": None, "nvml_max_graphics": None, "base": None}
     with contextlib.suppress(NvmlUnavailable), open_nvml() as session:
         module = session.module
         handle = module.nvmlDeviceGetHandleByIndex(gpu_index(session, torch.device("cuda", index)))
-        for key, clock in (("max_sm_clock_mhz", "NVML_CLOCK_SM"), ("max_graphics_clock_mhz", "NVML_CLOCK_GRAPHICS"),
-                           ("max_memory_clock_mhz", "NVML_CLOCK_MEM")):
-            record[key], _ = session.query("nvmlDeviceGetMaxClockInfo", handle, getattr(module, clock))
-        record["base_clock_mhz"], _ = session.query("nvmlDeviceGetDefaultApplicationsClock", handle,
-                                                    module.NVML_CLOCK_SM)
-    return record
-
-
-def t4_record() -> dict:
-    """The T4 as spec databases list it (40 SMs, 585 MHz base, 1590 MHz boost), e.g.
-    https://sysrqmts.com/en/gpus/nvidia/tesla/t4: not a reading."""
-    return {"name": "Tesla T4 (spec sheet, not a reading)", "compute_capability": (7, 5), "sms": 40,
-            "base_clock_mhz": 585, "max_sm_clock_mhz": 1590, "max_graphics_clock_mhz": 1590,
-            "max_memory_clock_mhz": 5001}
+        clocks["nvml_max_sm"], _ = session.query("nvmlDeviceGetMaxClockInfo", handle, module.NVML_CLOCK_SM)
+        clocks["nvml_max_graphics"], _ = session.query("nvmlDeviceGetMaxClockInfo", handle,
+                                                       module.NVML_CLOCK_GRAPHICS)
+        clocks["base"], _ = session.query("nvmlDeviceGetDefaultApplicationsClock", handle, module.NVML_CLOCK_SM)
+    driver, _ = driver_versions()
+    return report(name, brand, (props.major, props.minor), props.multi_processor_count, driver or "unknown",
+                  torch.version.cuda or "none", torch.cuda.get_arch_list(), clocks,
+                  date=datetime.date.today().isoformat())

@@ -9,16 +9,11 @@ from wrong_answers.tampering import with_tampering
 _EX1 = '''def gpu_evidence(make, cuda, nvml) -> dict:
     """Make a tensor and return the evidence that it is on a GPU: its device, and memory this process allocated."""
 '''
-_EX2 = '''def runs(driver: str, build_cuda: str, data_centre: bool = True, compat: str | None = None) -> bool:
-    """True if a Linux NVIDIA driver runs a wheel built with CUDA build_cuda (minor-version and forward compat)."""
+_EX2 = '''def diagnose(report: dict) -> dict:
+    """Does the wheel of report run on its machine? If not, the first rule that fails and the fix."""
 '''
-_EX3_PEAK = '''def peak_flops(record: dict, dtype: str) -> float:
-    """Peak FLOP/s of the GPU in record for dtype, as PyTorch runs it (float32 accumulation)."""
-'''
-_EX3_TIME = '''
-
-def achieved_flops(device, n: int, dtype: str = "float32") -> float:
-    """FLOP/s of one n x n matmul on device: warmed up, synchronised, the median of several timed calls."""
+_EX3 = '''def rated_peak(report: dict, dtype: str) -> float:
+    """Peak FLOP/s a datasheet states for the GPU of report and dtype, as PyTorch runs it (float32 accumulation)."""
 '''
 
 
@@ -51,38 +46,59 @@ def _evidence(allocated_after: str = "cuda.memory_allocated(index)", before: str
 '''
 
 
-_PEAK_RIGHT = '''    capability = tuple(record["compute_capability"])
+_DIAG_RIGHT = '''    def version(text: str) -> tuple:
+        return tuple(int(part) for part in text.split("."))
+
+    build = version(report["torch_cuda"])
+    minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}   # the oldest driver of each CUDA major version
+    if build[0] not in minimum:
+        raise ValueError(f"CUDA {report['torch_cuda']}: minor-version compatibility needs CUDA 11 to 13")
+    capability = tuple(report["compute_capability"])
+    kernels = False
+    for arch in report["arch_list"]:
+        kind, _, digits = arch.partition("_")
+        digits = digits.rstrip("af")                              # sm_90a: arch-specific code for 9.0
+        target = (int(digits[:-1]), int(digits[-1]))
+        if kind == "sm" and target[0] == capability[0] and target[1] <= capability[1]:
+            kernels = True                                        # compiled code: same major, minor at most ours
+        elif kind == "compute" and target <= capability:
+            kernels = True                                        # PTX: compiled by the driver for newer GPUs
+    if not kernels:
+        return {"runs": False, "rule": "arch", "fix": "wheel"}
+    driver = version(report["driver"])
+    if driver >= minimum[build[0]]:
+        return {"runs": True, "rule": None, "fix": None}          # backward and minor-version compatibility
+    compat = report["compat"] is not None and version(report["compat"])[:2] >= build[:2]
+    supported = DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= report["date"][:7]
+    if report["brand"] != "datacenter":
+        return {"runs": False, "rule": "forward_compat_gpu" if compat else "driver", "fix": "driver"}
+    if not supported:
+        return {"runs": False, "rule": "branch_eol" if compat else "driver", "fix": "driver"}
+    if compat:
+        return {"runs": True, "rule": None, "fix": None}          # forward compatibility
+    return {"runs": False, "rule": "driver", "fix": "compat"}
+'''
+_PEAK_RIGHT = '''    capability = tuple(report["compute_capability"])
     if capability not in SM_RATES:
-        raise ValueError("unknown capability")
+        raise ValueError(f"compute capability {capability} is not in SM_RATES")
     rates = SM_RATES[capability]
+    clock = report["clocks"]["rated_boost"]                     # the datasheet's clock, not NVML's maximum
     if dtype == "float32":
         fmas = rates.fp32_lanes
     elif dtype in ("float16", "bfloat16", "tf32"):
         if dtype != "float16" and capability < (8, 0):
-            raise ValueError("no such Tensor Cores")
+            raise ValueError(f"{dtype} Tensor Cores need compute capability 8.0, this GPU has {capability}")
         fmas = rates.fp16_tensor_fmas / (2 if dtype == "tf32" else 1)
-        if "geforce" in record["name"].lower():
-            fmas /= 2
+        if report["brand"] == "geforce":
+            fmas /= 2                                           # GeForce: float32 accumulation at half rate
+        if capability == (9, 0):
+            if report["name"] not in HOPPER_TENSOR_CLOCK_MHZ:
+                raise ValueError(f"no published Tensor Core clock for {report['name']}")
+            clock = HOPPER_TENSOR_CLOCK_MHZ[report["name"]]     # Hopper's Tensor figures: a lower clock
     else:
-        raise ValueError("unknown dtype")
-    return record["sms"] * fmas * record["max_sm_clock_mhz"] * 1e6 * 2
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return report["sms"] * fmas * clock * 1e6 * 2
 '''
-_TIME_RIGHT = '''    import statistics
-    times = []
-    device.matmul(n, dtype)
-    device.synchronize()
-    for _ in range(7):
-        start = device.clock()
-        device.matmul(n, dtype)
-        device.synchronize()
-        times.append(device.clock() - start)
-    return 2 * n**3 / statistics.median(times)
-'''
-
-
-def _ex3(peak: str = _PEAK_RIGHT, timing: str = _TIME_RIGHT) -> str:
-    """Both exercise-3 functions, one of them wrong."""
-    return _EX3_PEAK + peak + _EX3_TIME + timing
 
 
 WRONG: dict[str, dict[str, str]] = {
@@ -121,114 +137,92 @@ WRONG: dict[str, dict[str, str]] = {
         "no_finally": _evidence(finally_=False),
         # no NVML library in the container: nvmlInit's error escapes
         "no_guard": _evidence(guard=False),
+        # NVML's used memory summed over every GPU: another process's allocation counts
+        "summed_used": _evidence().replace(
+            "used_after[index] - used_before[index]", "sum(used_after) - sum(used_before)"),
         # trusts the device string alone
         "device_only": _evidence(on_gpu="True"),
     },
     "ex2-solution": {
-        # the visible verdicts
-        "constant": _EX2 + '''    return driver.startswith("535")
+        # the visible verdicts: the T4 runs, anything else needs a driver
+        "constant": _EX2 + '''    if report["name"] == "Tesla T4":
+        return {"runs": True, "rule": None, "fix": None}
+    return {"runs": False, "rule": "driver", "fix": "driver"}
 ''',
-        # asks the course's NVML reader about this machine instead of deciding for the inputs
+        # asks this machine (the course's NVML reader) instead of reading the report
         "helper": _EX2 + '''    from gpucourse import nvml
     installed, cuda = nvml.driver_versions()
-    return int(driver.split(".")[0]) >= 525
+    ok = int(report["driver"].split(".")[0]) >= 525
+    return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
 ''',
-        # right on the two visible cases only
-        "visible_only": _EX2 + '''    return int(driver.split(".")[0]) >= 525 and build_cuda.startswith("12")
+        # right on the two visible reports only: the driver's branch alone
+        "visible_only": _EX2 + '''    ok = int(report["driver"].split(".")[0]) >= 525
+    return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
 ''',
-        # the v2 rule: the driver's own CUDA version must be at least the build's (no minor-version compatibility)
-        "typical": _EX2 + '''    own = {450: "11.0", 455: "11.1", 460: "11.2", 465: "11.3", 470: "11.4", 495: "11.5",
-           510: "11.6", 515: "11.7", 520: "11.8", 525: "12.0", 530: "12.1", 535: "12.2", 545: "12.3",
-           550: "12.4", 555: "12.5", 560: "12.6",
-           565: "12.7", 570: "12.8", 575: "12.9", 580: "13.0"}
-    if int(build_cuda.split(".")[0]) < 11:
-        raise ValueError("too old")
-    branch = max(b for b in own if b <= int(driver.split(".")[0])) if int(driver.split(".")[0]) >= 450 else None
-    if branch is None:
-        return False
-    version = tuple(int(p) for p in own[branch].split("."))
-    return version >= tuple(int(p) for p in build_cuda.split("."))
-''',
+        # the typical mistake: is_available() is True, so the GPU must be fine; the arch list never read
+        "typical": _EX2 + _DIAG_RIGHT.replace("    if not kernels:\n", "    if False:\n"),
         # versions compared as text: '525.125.06' < '525.60.13'
-        "string_versions": _EX2 + '''    minimum = {11: "450.80.02", 12: "525.60.13", 13: "580"}
-    major = int(build_cuda.split(".")[0])
-    if major not in minimum:
-        raise ValueError("too old")
-    if driver >= minimum[major]:
-        return True
-    return data_centre and compat is not None and int(compat.split(".")[0]) >= major
-''',
+        "string_versions": _EX2 + _DIAG_RIGHT.replace(
+            "return tuple(int(part) for part in text.split(\".\"))", "return tuple(text.split(\".\"))").replace(
+            "{11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}",
+            "{11: (\"450\", \"80\", \"02\"), 12: (\"525\", \"60\", \"13\"), 13: (\"580\",)}").replace(
+            "build[0] not in minimum", "int(build[0]) not in (11, 12, 13)").replace(
+            "minimum[build[0]]", "minimum[int(build[0])]").replace(
+            "DRIVER_BRANCH_END_OF_LIFE.get(driver[0]", "DRIVER_BRANCH_END_OF_LIFE.get(int(driver[0])"),
         # the exact minimum driver refused
-        "strict": _EX2 + '''    minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}
-    major = int(build_cuda.split(".")[0])
-    if major not in minimum:
-        raise ValueError("too old")
-    if tuple(int(p) for p in driver.split(".")) > minimum[major]:
-        return True
-    return data_centre and compat is not None and int(compat.split(".")[0]) >= major
-''',
+        "strict": _EX2 + _DIAG_RIGHT.replace("if driver >= minimum[build[0]]:", "if driver > minimum[build[0]]:"),
         # forward compatibility on any GPU, GeForce included
-        "compat_everywhere": _EX2 + '''    minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}
-    major = int(build_cuda.split(".")[0])
-    if major not in minimum:
-        raise ValueError("too old")
-    if tuple(int(p) for p in driver.split(".")) >= minimum[major]:
-        return True
-    return compat is not None and int(compat.split(".")[0]) >= major
-''',
-        # the driver branch alone: 525.53 taken for new enough
-        "branch_only": _EX2 + '''    minimum = {11: 450, 12: 525, 13: 580}
-    major = int(build_cuda.split(".")[0])
-    if major not in minimum:
-        raise ValueError("too old")
-    if int(driver.split(".")[0]) >= minimum[major]:
-        return True
-    return data_centre and compat is not None and int(compat.split(".")[0]) >= major
-''',
+        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('report["brand"] != "datacenter"', "False"),
+        # GeForce found by 'RTX' in the name: a workstation RTX A6000 taken for a data-centre GPU
+        "rtx_name": _EX2 + _DIAG_RIGHT.replace('report["brand"] != "datacenter"',
+                                               '"rtx" in report["name"].lower()'),
+        # the driver branch's end of life ignored (R418 with cuda-compat-12-4 accepted)
+        "no_end_of_life": _EX2 + _DIAG_RIGHT.replace('DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= '
+                                                     'report["date"][:7]', "True"),
+        # compiled code only for the GPU's exact capability (no binary compatibility within a major)
+        "exact_arch": _EX2 + _DIAG_RIGHT.replace("target[1] <= capability[1]", "target[1] == capability[1]"),
+        # compiled code for any minor of the major (sm_86 taken to run on 8.0)
+        "any_minor": _EX2 + _DIAG_RIGHT.replace(" and target[1] <= capability[1]", ""),
+        # PTX ignored
+        "no_ptx": _EX2 + _DIAG_RIGHT.replace('elif kind == "compute" and target <= capability:', "elif False:"),
+        # a newer driver as the fix for everything
+        "always_driver": _EX2 + _DIAG_RIGHT.replace('"fix": "compat"', '"fix": "driver"').replace(
+            '"fix": "wheel"', '"fix": "driver"'),
     },
     "ex3-solution": {
-        # the visible T4 and the visible simulated GPU
-        "constant": _ex3(peak='''    return 40 * 512 * 1590e6 * 2 if dtype == "float16" else 40 * 64 * 1590e6 * 2
-''', timing='''    return 8e12
-'''),
-        # the course's own derivation and benchmark
-        "helper": _ex3(peak='''    from gpucourse import nvml
-    return nvml.derived_peak(tuple(record["compute_capability"]), record["sms"], record["max_sm_clock_mhz"],
+        # the visible T4
+        "constant": _EX3 + '''    return 40 * 512 * 1590e6 * 2 if dtype == "float16" else 40 * 64 * 1590e6 * 2
+''',
+        # the course's own derivation at the clock NVML reports
+        "helper": _EX3 + '''    from gpucourse import nvml
+    return nvml.derived_peak(tuple(report["compute_capability"]), report["sms"], report["clocks"]["nvml_max_sm"],
                              "float16" if dtype != "float32" else "float32")
-''', timing='''    from gpucourse.timing import benchmark
-    result = benchmark(lambda: device.matmul(n, dtype), warmup=1, repeats=7, sync=device.synchronize)
-    return 2 * n**3 / result.median_s
-'''),
+''',
         # the T4's rates for every GPU
-        "visible_only": _ex3(peak='''    fmas = 512 if dtype == "float16" else 64
-    return record["sms"] * fmas * record["max_sm_clock_mhz"] * 1e6 * 2
-'''),
+        "visible_only": _EX3 + '''    fmas = 512 if dtype == "float16" else 64
+    return report["sms"] * fmas * report["clocks"]["rated_boost"] * 1e6 * 2
+''',
+        # the typical mistake: NVML's maximum SM clock, above the rated boost on GeForce cards
+        "typical": _EX3 + _PEAK_RIGHT.replace('report["clocks"]["rated_boost"]', 'report["clocks"]["nvml_max_sm"]'),
+        # the H100's Tensor formats at its 1980 MHz boost (v3's first draft)
+        "hopper_boost": _EX3 + _PEAK_RIGHT.replace("if capability == (9, 0):", "if False:"),
+        # Hopper's Tensor clock for float32 too
+        "hopper_everywhere": _EX3 + _PEAK_RIGHT.replace(
+            'clock = report["clocks"]["rated_boost"]', 'clock = HOPPER_TENSOR_CLOCK_MHZ.get(report["name"], '
+            'report["clocks"]["rated_boost"])'),
+        # GeForce found by 'RTX' in the name: an RTX A6000 halved
+        "rtx_name": _EX3 + _PEAK_RIGHT.replace('report["brand"] == "geforce"', '"rtx" in report["name"].lower()'),
         # GeForce cards taken at the data-centre rate
-        "typical": _ex3(peak=_PEAK_RIGHT.replace('"geforce" in record["name"].lower()', 'False')),
-        # the graphics clock, not the SM clock
-        "graphics_clock": _ex3(peak=_PEAK_RIGHT.replace('record["max_sm_clock_mhz"]',
-                                                        'record["max_graphics_clock_mhz"]')),
-        # the base clock, not the boost clock
-        "base_clock": _ex3(peak=_PEAK_RIGHT.replace('record["max_sm_clock_mhz"]', 'record["base_clock_mhz"]')),
+        "no_geforce": _EX3 + _PEAK_RIGHT.replace('report["brand"] == "geforce"', "False"),
+        # the graphics clock
+        "graphics_clock": _EX3 + _PEAK_RIGHT.replace('report["clocks"]["rated_boost"]',
+                                                     'report["clocks"]["nvml_max_graphics"]'),
+        # the base clock
+        "base_clock": _EX3 + _PEAK_RIGHT.replace('report["clocks"]["rated_boost"]', 'report["clocks"]["base"]'),
         # TF32 at the float16 rate
-        "tf32_full_rate": _ex3(peak=_PEAK_RIGHT.replace('(2 if dtype == "tf32" else 1)', '1')),
+        "tf32_full_rate": _EX3 + _PEAK_RIGHT.replace('(2 if dtype == "tf32" else 1)', "1"),
         # bfloat16 and TF32 allowed before compute capability 8.0
-        "no_capability_gate": _ex3(peak=_PEAK_RIGHT.replace('capability < (8, 0)', 'False')),
-        # never waits for the device: times the launch only
-        "no_sync": _ex3(timing=_TIME_RIGHT.replace("        device.synchronize()\n", "")),
-        # one block of calls, mean time: the slow calls count
-        "mean_of_block": _ex3(timing='''    device.matmul(n, dtype)
-    device.synchronize()
-    start = device.clock()
-    for _ in range(7):
-        device.matmul(n, dtype)
-    device.synchronize()
-    return 7 * 2 * n**3 / (device.clock() - start)
-'''),
-        # counts n^3 FLOPs (a multiply-add as one)
-        "n_cubed": _ex3(timing=_TIME_RIGHT.replace("2 * n**3", "n**3")),
-        # always float32, whatever dtype it is asked for
-        "float32_only": _ex3(timing=_TIME_RIGHT.replace("device.matmul(n, dtype)", 'device.matmul(n, "float32")')),
+        "no_capability_gate": _EX3 + _PEAK_RIGHT.replace("capability < (8, 0)", "False"),
     },
 }
 

@@ -458,6 +458,7 @@ class FakeNvml:
         self._cuda_driver = positive_int("cuda_driver", cuda_driver)
         self.label = label
         self.open = 0  # nvmlInit calls not yet matched by nvmlShutdown
+        self.extra_used = [0] * len(self._gpus)  # bytes a FakeCuda allocated on each GPU, added to 'used'
         self.calls: dict[tuple[int, str], int] = {}  # (GPU index, reading) -> how many times it was read
         api = one_of("reasons_api", reasons_api, ("both", "events", "throttle"))
         if api in ("both", "events"):
@@ -533,7 +534,7 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, handle: object) -> object:  # noqa: N802
         total = self._gpu(handle, "nvmlDeviceGetMemoryInfo").memory_bytes
-        used = int(self._reading(handle, "mem_used_bytes", 0))
+        used = int(self._reading(handle, "mem_used_bytes", 0)) + self.extra_used[handle[1]]
         return _Memory(total=total, free=total - used, used=used)
 
     def nvmlDeviceGetUtilizationRates(self, handle: object) -> object:  # noqa: N802
@@ -636,3 +637,4 @@ def runtime_evidence(tensors: Iterable[object] = ()) -> dict:
                 processes, _ = session.query("nvmlDeviceGetComputeRunningProcesses", handle)
                 evidence["gpu_processes"] += [p.pid for p in processes or []]
     return evidence
+

@@ -1,0 +1,238 @@
+"""Stand-ins and readers for lesson 00_getting_started: a fake ``torch.cuda`` whose allocations NVML sees
+(:class:`FakeCuda`), a device that times real matmuls with the simulated GPU's interface (:class:`TorchMatmul`), and
+recorded environment reports (:func:`report`, :func:`machine_report` for this machine, :func:`t4_report`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+from gpucourse._validate import one_of, positive_int
+from gpucourse.nvml import FakeNvml, NvmlUnavailable, gpu_index, open_nvml
+
+# --------------------------------------------------------------------------- memory this process allocates
+
+class FakeTensor:
+    """A tensor a :class:`FakeCuda` made: its ``device`` (a torch.device), ``shape``, ``dtype`` and ``nbytes``."""
+
+    def __init__(self, device: object, nbytes: int, dtype: str = "float32") -> None:
+        self.device = device
+        self.nbytes = nbytes
+        self.dtype = dtype
+        self.shape = (nbytes // 4,)
+
+    def __repr__(self) -> str:
+        return f"FakeTensor(device='{self.device}', nbytes={self.nbytes})"
+
+
+class FakeCuda:
+    """A fake ``torch.cuda`` for the GPUs of a :class:`FakeNvml`: what this process allocated, per GPU.
+
+    Like PyTorch's caching allocator, ``memory_allocated`` counts the bytes of live tensors (rounded up to 512 B
+    blocks) and ``memory_reserved`` the 2 MiB segments taken from the driver (which NVML's 'used' then includes);
+    the first allocation on a GPU also creates a CUDA context there (``context_bytes`` of device memory that
+    NVML sees and PyTorch does not count). Each GPU starts with its own ``allocated`` and ``reserved`` bytes.
+    """
+
+    SEGMENT = 2 * 2**20
+
+    def __init__(self, nvml: FakeNvml, allocated: Iterable[int] = (), reserved: Iterable[int] = (),
+                 current: int = 0, context_bytes: int = 311 * 2**20) -> None:
+        if not isinstance(nvml, FakeNvml):
+            raise TypeError(f"nvml must be a FakeNvml, got {type(nvml).__name__}")
+        self._nvml = nvml
+        count = len(nvml._gpus)
+        self.allocated = list(allocated) or [0] * count
+        self.reserved = list(reserved) or list(self.allocated)
+        if len(self.allocated) != count or len(self.reserved) != count:
+            raise ValueError(f"allocated and reserved need one value per GPU ({count})")
+        self.current = current
+        self.context_bytes = context_bytes
+        self._contexts: set[int] = set()
+        self.synchronized = 0
+
+    def is_available(self) -> bool:
+        """True when the fake has a GPU."""
+        return bool(self.allocated)
+
+    def device_count(self) -> int:
+        """How many GPUs this process sees."""
+        return len(self.allocated)
+
+    def current_device(self) -> int:
+        """The index of the current GPU (where ``device=None`` points)."""
+        return self.current
+
+    def _index(self, device: object) -> int:
+        """A GPU index from None (the current GPU), an int, 'cuda', 'cuda:N' or a torch.device."""
+        if device is None:
+            return self.current
+        if isinstance(device, bool):
+            raise TypeError(f"device must be an int, a 'cuda:N' string or a torch.device, got {device!r}")
+        if isinstance(device, int):
+            index = device
+        else:
+            kind, _, number = str(device).partition(":")
+            if kind != "cuda":
+                raise ValueError(f"Expected a cuda device, but got: {device}")
+            index = int(number) if number else self.current
+        if not 0 <= index < len(self.allocated):
+            raise RuntimeError(f"Invalid device id: {index} (this process sees {len(self.allocated)} GPUs)")
+        return index
+
+    def memory_allocated(self, device: object = None) -> int:
+        """Bytes of live tensors this process holds on the GPU (``torch.cuda.memory_allocated``)."""
+        return self.allocated[self._index(device)]
+
+    def memory_reserved(self, device: object = None) -> int:
+        """Bytes the caching allocator holds from the driver on the GPU (``torch.cuda.memory_reserved``)."""
+        return self.reserved[self._index(device)]
+
+    def synchronize(self, device: object = None) -> None:
+        """Wait for the GPU's queued work (nothing is queued on the fake)."""
+        self._index(device)
+        self.synchronized += 1
+
+    def empty(self, nbytes: int, device: object = None) -> FakeTensor:
+        """Allocate a tensor of ``nbytes`` on a GPU ('cuda:N'), or 'cpu' (where no GPU memory changes)."""
+        import torch
+
+        nbytes = positive_int("nbytes", nbytes)
+        if str(device) == "cpu":
+            return FakeTensor(torch.device("cpu"), nbytes)
+        index = self._index(device)
+        if index not in self._contexts:
+            self._contexts.add(index)
+            self._nvml.extra_used[index] += self.context_bytes
+        self.allocated[index] += -(-nbytes // 512) * 512
+        if self.allocated[index] > self.reserved[index]:
+            grow = -(-(self.allocated[index] - self.reserved[index]) // self.SEGMENT) * self.SEGMENT
+            self.reserved[index] += grow
+            self._nvml.extra_used[index] += grow
+        return FakeTensor(torch.device("cuda", index), nbytes)
+
+
+# --------------------------------------------------------------------------- a device that runs matmuls
+
+class TorchMatmul:
+    """A real device for timing matmuls: ``matmul(n, dtype)`` queues ``a @ b`` of n x n matrices and returns,
+    ``synchronize()`` waits for the device, ``clock()`` reads the host's clock (``time.perf_counter``). The same
+    interface as :class:`gpucourse.simulate.SimulatedGPU`.
+    """
+
+    def __init__(self, device: object = "cpu") -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self._matrices: dict[tuple[int, str], tuple] = {}
+
+    def matmul(self, n: int, dtype: str = "float32") -> None:
+        """Queue one n x n matrix multiply (the inputs are made once per size and dtype)."""
+        import torch
+
+        n = positive_int("n", n)
+        key = (n, one_of("dtype", dtype, ("float32", "float16", "bfloat16", "float64")))
+        if key not in self._matrices:
+            generator = torch.Generator().manual_seed(0)
+            self._matrices[key] = tuple(torch.randn(n, n, generator=generator).to(self.device, getattr(torch, dtype))
+                                        for _ in range(2))
+        a, b = self._matrices[key]
+        a @ b
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished its queued work."""
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def clock(self) -> float:
+        """Seconds on the host's clock."""
+        import time
+
+        return time.perf_counter()
+
+
+# --------------------------------------------------------------------------- recorded environment reports
+
+#: End of life of NVIDIA's data-centre driver branches (long-term support and production branches only), from
+#: NVIDIA's support matrices (R535, R580, R595, R620):
+#: https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html, .../620/...,
+#: and https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf (R418-R460).
+DRIVER_BRANCH_END_OF_LIFE: dict[int, str] = {418: "2022-03", 440: "2020-11", 450: "2023-07", 460: "2022-01",
+                                             535: "2026-06", 580: "2028-06", 595: "2027-03", 620: "2029-09"}
+
+#: Hopper's Tensor Core figures use a lower clock than its rated boost (1980 MHz SXM5, 1755 MHz PCIe), by the name
+#: PyTorch reports (H100 whitepaper, Table 3; https://forums.developer.nvidia.com/t/244727): float32 uses the boost.
+HOPPER_TENSOR_CLOCK_MHZ: dict[str, int] = {"NVIDIA H100 80GB HBM3": 1830, "NVIDIA H100 PCIe": 1620}
+
+
+def report(name: str, brand: str, compute_capability: tuple[int, int], sms: int, driver: str, torch_cuda: str,
+           arch_list: Iterable[str], clocks: dict, compat: str | None = None, date: str = "2026-11-27",
+           error: str | None = None) -> dict:
+    """An environment report as an engineer records it: GPU, driver, wheel, cuda-compat package, clocks (MHz)."""
+    brand = one_of("brand", brand, ("datacenter", "workstation", "geforce"))
+    if not (isinstance(compute_capability, tuple) and len(compute_capability) == 2):
+        raise TypeError(f"compute_capability must be a (major, minor) tuple, got {compute_capability!r}")
+    missing = {"rated_boost", "nvml_max_sm", "nvml_max_graphics", "base"} - set(clocks)
+    if missing:
+        raise ValueError(f"clocks lacks {sorted(missing)}")
+    return {"name": name, "brand": brand, "compute_capability": compute_capability, "sms": positive_int("sms", sms),
+            "driver": driver, "torch_cuda": torch_cuda, "arch_list": list(arch_list), "compat": compat,
+            "date": date, "clocks": dict(clocks), "error": error}
+
+
+def t4_report() -> dict:
+    """A Colab T4 as its datasheet and a cu126 wheel describe it (40 SMs, 1590 MHz boost, 585 MHz base): an
+    example, not a reading. Sources: https://www.nvidia.com/en-us/data-center/tesla-t4/ (boost, 70 W) and
+    https://sysrqmts.com/en/gpus/nvidia/tesla/t4 (SMs, base clock)."""
+    return report("Tesla T4", "datacenter", (7, 5), 40, "550.54.15", "12.6",
+                  ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+                  {"rated_boost": 1590, "nvml_max_sm": 1590, "nvml_max_graphics": 1590, "base": 585})
+
+
+def _cuda_clock_mhz(index: int) -> float | None:
+    """The rated boost clock of CUDA device ``index`` (cuDeviceGetAttribute CLOCK_RATE, kHz), or None."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        device, value = ctypes.c_int(), ctypes.c_int()
+        if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(device), index):
+            return None
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), 13, device):  # CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+            return None
+        return value.value / 1000
+    except (OSError, AttributeError):
+        return None
+
+
+def machine_report(index: int = 0) -> dict | None:
+    """This machine's report for GPU ``index`` (torch, NVML, the CUDA driver's clock rate); None without a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    import datetime
+
+    from gpucourse.nvml import driver_versions
+
+    props = torch.cuda.get_device_properties(index)
+    name = props.name
+    brand = "geforce" if "geforce" in name.lower() or "titan" in name.lower() else (
+        "workstation" if "rtx" in name.lower() or "quadro" in name.lower() else "datacenter")
+    clocks = {"rated_boost": _cuda_clock_mhz(index), "nvml_max_sm": None, "nvml_max_graphics": None, "base": None}
+    with contextlib.suppress(NvmlUnavailable), open_nvml() as session:
+        module = session.module
+        handle = module.nvmlDeviceGetHandleByIndex(gpu_index(session, torch.device("cuda", index)))
+        clocks["nvml_max_sm"], _ = session.query("nvmlDeviceGetMaxClockInfo", handle, module.NVML_CLOCK_SM)
+        clocks["nvml_max_graphics"], _ = session.query("nvmlDeviceGetMaxClockInfo", handle,
+                                                       module.NVML_CLOCK_GRAPHICS)
+        clocks["base"], _ = session.query("nvmlDeviceGetDefaultApplicationsClock", handle, module.NVML_CLOCK_SM)
+    driver, _ = driver_versions()
+    return report(name, brand, (props.major, props.minor), props.multi_processor_count, driver or "unknown",
+                  torch.version.cuda or "none", torch.cuda.get_arch_list(), clocks,
+                  date=datetime.date.today().isoformat())

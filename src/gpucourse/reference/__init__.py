@@ -25,6 +25,9 @@ TOPICS = ("matmul", "matmul_10k", "startup", "transfer", "cudnn_benchmark", "cap
 """What the course records, one entry per figure the lessons discuss."""
 
 PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
+    # lesson 04 (coalesced against strided global-memory access)
+    "coalescing",
+
     # lesson 06 (Triton kernels against torch on a GPU)
     "triton_kernels",
 

@@ -70,6 +70,16 @@ _AOS_KERNEL = '''
 '''
 
 
+_EX3_HEAD = '''\
+def plan_bias_grad(batch: int, features: int):
+    """Return (kernel, grid, block): a kernel bias_grad(dy, db) setting db[j] = sum over i of dy[i, j], and its launch."""
+'''
+_EX3_PER_FEATURE = '''
+    threads = 32
+    return bias_grad, kernels.blocks_for(features, threads), threads
+'''
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The guard checks the upper bounds only: at the top row and the left column it reads image[-1, ...], which
@@ -210,6 +220,114 @@ WRONG: dict[str, dict[str, str]] = {
             out[i] = math.sqrt(x * x + y * y + z * z)
 
     return p, norms
+''',
+    },
+    "ex3-solution": {
+        # One thread per element adding into db[j]: the threads of a column interleave between reading db[j] and
+        # writing it back, and lose updates (a block-by-block tracer that runs one thread at a time hides it).
+        "typical": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j, i = cuda.grid(2)
+        if i < dy.shape[0] and j < dy.shape[1]:
+            if i == 0:
+                db[j] = dy[0, j]
+            else:
+                db[j] = db[j] + dy[i, j]
+
+    block = (8, 8)
+    return bias_grad, kernels.grid_2d((batch, features), block), block
+''',
+        "constant": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            db[j] = 0.0
+''' + _EX3_PER_FEATURE,
+        # Thread 0 sums everything, as numpy's dy.sum(axis=0) would on the host: right, one thread, uncoalesced.
+        "helper": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        if cuda.grid(1) == 0:
+            for j in range(db.size):
+                total = 0.0
+                for i in range(dy.shape[0]):
+                    total += dy[i, j]
+                db[j] = total
+''' + _EX3_PER_FEATURE,
+        # Sums the visible 6 rows only.
+        "visible_only": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            total = 0.0
+            for i in range(6):
+                total += dy[i, j]
+            db[j] = total
+''' + _EX3_PER_FEATURE,
+        # Accumulates straight into db, which fresh GPU memory does not zero.
+        "accumulate_in_db": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            for i in range(dy.shape[0]):
+                db[j] += dy[i, j]
+''' + _EX3_PER_FEATURE,
+        # Correct with atomics, one thread per element: atomics the budget forbids, and 2-D blocks of (8, 8) whose
+        # warps read 4 rows of 8: more sectors than a warp reading 32 neighbours.
+        "atomics": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j, i = cuda.grid(2)
+        if i == 0 and j < db.size:
+            db[j] = 0.0
+        if i < dy.shape[0] and j < dy.shape[1]:
+            cuda.atomic.add(db, j, dy[i, j])
+
+    block = (8, 8)
+    return bias_grad, kernels.grid_2d((batch, features), block), block
+''',
+        # One block of 32 threads, each summing a chunk of neighbouring features: race-free and right, but the
+        # 32 threads of a warp read features a chunk apart, so a warp-wide read of dy touches many sectors.
+        "chunks": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        chunk = (db.size + 31) // 32
+        start = cuda.grid(1) * chunk
+        for j in range(start, min(start + chunk, db.size)):
+            total = 0.0
+            for i in range(dy.shape[0]):
+                total += dy[i, j]
+            db[j] = total
+
+    return bias_grad, 1, 32
+''',
+        # The guard compares with <=: the thread just past the last feature reads dy[i, features].
+        "off_by_one_guard": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j = cuda.grid(1)
+        if j <= db.size:
+            total = 0.0
+            for i in range(dy.shape[0]):
+                total += dy[i, j]
+            db[j] = total
+''' + _EX3_PER_FEATURE,
+        # Exactly one block of 32 threads whatever the number of features: features past 32 are never summed.
+        "one_block": _EX3_HEAD + '''\
+    @cuda.jit
+    def bias_grad(dy, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            total = 0.0
+            for i in range(dy.shape[0]):
+                total += dy[i, j]
+            db[j] = total
+
+    return bias_grad, 1, 32
 ''',
     },
 }

@@ -27,7 +27,8 @@ _EX1_LOOPS = '''\
 
 
 def _ex1(inner: str, loops: str = _EX1_LOOPS) -> str:
-    """A wrong conv3x3 answer: the head, the loops over the thread's pixels, ``inner`` (indented for them), the tail."""
+    """A wrong conv3x3 answer: the head, the loops over the thread's pixels, ``inner`` (indented for them), the
+    tail."""
     return _EX1_HEAD + loops + inner + _EX1_TAIL
 
 
@@ -72,7 +73,7 @@ _AOS_KERNEL = '''
 
 _EX3_HEAD = '''\
 def plan_bias_grad(batch: int, features: int):
-    """Return (kernel, grid, block): a kernel bias_grad(dy, db) setting db[j] = sum over i of dy[i, j], and its launch."""
+    """Return (kernel, grid, block): a kernel bias_grad(dy, db) with db[j] = the sum of dy[:, j], and its launch."""
 '''
 _EX3_PER_FEATURE = '''
     threads = 32
@@ -95,7 +96,8 @@ WRONG: dict[str, dict[str, str]] = {
             rows, cols = out.shape
             for i in range(rows):
                 for j in range(cols):
-""" + _EX1_SUM.replace("\n                ", "\n                    ").replace("                total = 0.0", "                    total = 0.0", 1) + _EX1_TAIL,
+""" + _EX1_SUM.replace("\n                ", "\n                    ").replace(
+            "                total = 0.0", "                    total = 0.0", 1) + _EX1_TAIL,
         # Hard-codes the visible 4 x 5 image: the loops end at 4 rows and 5 columns.
         "visible_only": _ex1(_EX1_SUM, _EX1_LOOPS.replace("rows, cols = out.shape", "rows, cols = 4, 5")),
         # One pixel per thread, as with a rounded-up grid: under a grid smaller than the image, pixels stay unwritten.
@@ -115,7 +117,8 @@ WRONG: dict[str, dict[str, str]] = {
         "x_on_rows": _ex1(_EX1_SUM, _EX1_LOOPS.replace("x, y = cuda.grid(2)", "y, x = cuda.grid(2)").replace(
             "step_x, step_y = cuda.gridsize(2)", "step_y, step_x = cuda.gridsize(2)")),
         # Upper bounds compared with <=: the thread at the last row or column reads one past the end.
-        "off_by_one_guard": _ex1(_EX1_SUM.replace("r < rows and c >= 0 and c < cols", "r <= rows and c >= 0 and c <= cols")),
+        "off_by_one_guard": _ex1(_EX1_SUM.replace("r < rows and c >= 0 and c < cols",
+                                                  "r <= rows and c >= 0 and c <= cols")),
         # Accumulates straight into out, which fresh GPU memory does not zero: right only on zeroed output.
         "accumulate_in_out": _ex1("""\
                 for a in range(3):

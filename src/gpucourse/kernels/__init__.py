@@ -51,5 +51,6 @@ __all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelT
            "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
            "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows",
            "occupancy_table",
-           "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "trace_kernel_adversarial", "triton_backend",
+           "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "trace_kernel_adversarial",
+           "triton_backend",
            "use_cuda_or_simulator"]

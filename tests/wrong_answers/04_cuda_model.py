@@ -84,7 +84,7 @@ _EX3_PER_FEATURE = '''
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The guard checks the upper bounds only: at the top row and the left column it reads image[-1, ...], which
-        # Python wraps round to the last row and a GPU reads before the array.
+        # Python and Numba (on a GPU too) wrap round to the last row: the far edge pads silently instead of zeros.
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
         "constant": _ex1("""\
                 out[i, j] = 0.0

@@ -3,10 +3,10 @@
 :func:`trace_kernel_adversarial` records the same :class:`~gpucourse.kernels.trace.KernelTrace` as
 :func:`~gpucourse.kernels.tracer.trace_kernel`, but a GPU's freedoms are used against the kernel: blocks run in a
 shuffled order; inside a block, a random thread runs up to its next global read or write, so threads interleave
-between a read and the write that depends on it; a negative index is an error (a GPU does not wrap it round as Python
-does: it reads the memory before the array); and the arrays named in ``poison`` start filled with what uninitialised
-memory may hold (NaN for floats), so an element the kernel forgets to write shows. Graders use it (lesson
-04_cuda_model); learners may too.
+between a read and the write that depends on it; a negative index is an error (Numba wraps it round as Python does,
+on a GPU too, so a missing ``>= 0`` check silently reads the far edge; CUDA C reads the memory before the array); and
+the arrays named in ``poison`` start filled with what uninitialised memory may hold (NaN for floats), so an element
+the kernel forgets to write shows. Graders use it (lesson 04_cuda_model); learners may too.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ class _InterleavedArray(_RecordingArray):
             where = threading.current_thread()
             label = f"{self._name}[{', '.join(map(str, parts))}]"
             raise IndexError(f"thread ({ThreadId(where.blockIdx, where.threadIdx)}) {kind} {label}: a negative "
-                             f"index. Python wraps it round to the end of {self._name}; a GPU does not, it reaches "
-                             "the memory before the array. A missing `>= 0` in a guard?")
+                             f"index. Python and Numba (on a GPU too) wrap it round to the end of {self._name}, "
+                             "silently; CUDA C reads the memory before the array. A missing `>= 0` in a guard?")
         return super()._flat(index, kind)
 
     def __getitem__(self, index):

@@ -8,6 +8,8 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
 - :mod:`~gpucourse.kernels.geometry`: CUDA's limits, blocks and grids for a problem size;
 - :mod:`~gpucourse.kernels.tracer`: runs a kernel's Python source on the CPU, one simulated thread at a time (or,
   with ``interleave=True``, switching threads at every memory access to expose races);
+- :mod:`~gpucourse.kernels.adversary`: the same tracer as the worst legal GPU (blocks shuffled, threads interleaved
+  at every access, negative indices refused, outputs poisoned), for grading;
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
 - :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;
@@ -25,6 +27,7 @@ follow :func:`use_cuda_or_simulator`.
 from __future__ import annotations
 
 from gpucourse.kernels import numba_backend, triton_backend
+from gpucourse.kernels.adversary import trace_kernel_adversarial
 from gpucourse.kernels.cuda_stack import (StackLayer, _cudnn_version_string, nvidia_wheels, software_stack,
                                           tensorflow_build_info)
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, blocks_for, grid_2d
@@ -49,5 +52,6 @@ __all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelT
            "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
            "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows",
            "occupancy_table",
-           "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "triton_backend",
+           "plot_thread_map", "software_stack", "tensorflow_build_info", "trace_kernel", "trace_kernel_adversarial",
+           "triton_backend",
            "use_cuda_or_simulator"]

@@ -25,6 +25,8 @@ TOPICS = ("matmul", "matmul_10k", "startup", "transfer", "cudnn_benchmark", "cap
 """What the course records, one entry per figure the lessons discuss."""
 
 PUBLIC_ONLY_TOPICS: tuple[str, ...] = (
+    # lesson 04 (coalesced against strided global-memory access)
+    "coalescing",
     # lesson 05 (hand-written CUDA matmul kernels against cuBLAS; a privatised histogram; a tiled transpose)
     "matmul_kernels", "histogram", "transpose",
 

@@ -222,8 +222,10 @@ def machine_report(index: int = 0) -> dict | None:
 
     props = torch.cuda.get_device_properties(index)
     name = props.name
-    brand = "geforce" if "geforce" in name.lower() or "titan" in name.lower() else (
-        "workstation" if "rtx" in name.lower() or "quadro" in name.lower() else "datacenter")
+    lower = name.lower()  # a guess from the name; NVML's nvmlDeviceGetBrand knows better
+    brand = "geforce" if "geforce" in lower else (
+        "workstation" if ("rtx" in lower or "quadro" in lower or "titan" in lower) and "server" not in lower
+        else "datacenter")
     clocks = {"rated_boost": _cuda_clock_mhz(index), "nvml_max_sm": None, "nvml_max_graphics": None, "base": None}
     with contextlib.suppress(NvmlUnavailable), open_nvml() as session:
         module = session.module

@@ -73,11 +73,37 @@ _AOS_KERNEL = '''
 
 _EX3_HEAD = '''\
 def plan_bias_grad(batch: int, features: int):
-    """Return (kernel, grid, block): a kernel bias_grad(dy, db) with db[j] = the sum of dy[:, j], and its launch."""
+    """Return a list of launches (kernel, grid, block), each run as kernel[grid, block](dy, partial, db), that leave
+    db[j] = the sum of dy[:, j]; partial is a scratch array of shape (ceil(batch / 32), features)."""
 '''
-_EX3_PER_FEATURE = '''
-    threads = 32
-    return bias_grad, kernels.blocks_for(features, threads), threads
+_EX3_CHUNKS = '''
+    @cuda.jit
+    def chunk_sums(dy, partial, db):
+        j, c = cuda.grid(2)
+        if j < dy.shape[1] and c < partial.shape[0]:
+            total = 0.0
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
+                total += dy[i, j]
+            partial[c, j] = total
+'''
+_EX3_COLUMNS = '''
+    @cuda.jit
+    def column_sums(dy, partial, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            total = 0.0
+            for c in range(partial.shape[0]):
+                total += partial[c, j]
+            db[j] = total
+'''
+_EX3_TWO_LAUNCHES = '''
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    return [(chunk_sums, kernels.grid_2d((chunks, features), block), block),
+            (column_sums, kernels.blocks_for(features, 32), 32)]
+'''
+_EX3_ONE_LAUNCH = '''
+    return [(bias_grad, kernels.blocks_for(features, 32), 32)]
 '''
 
 
@@ -226,112 +252,98 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex3-solution": {
-        # One thread per element adding into db[j]: the threads of a column interleave between reading db[j] and
-        # writing it back, and lose updates (a block-by-block tracer that runs one thread at a time hides it).
-        "typical": _EX3_HEAD + '''\
+        # One thread per feature summing the whole batch (v2's answer): right and coalesced, but at a large batch with
+        # few features a handful of threads do all the work (each reads batch elements).
+        "typical": _EX3_HEAD + '''
     @cuda.jit
-    def bias_grad(dy, db):
-        j, i = cuda.grid(2)
-        if i < dy.shape[0] and j < dy.shape[1]:
-            if i == 0:
-                db[j] = dy[0, j]
-            else:
-                db[j] = db[j] + dy[i, j]
-
-    block = (8, 8)
-    return bias_grad, kernels.grid_2d((batch, features), block), block
-''',
-        "constant": _EX3_HEAD + '''\
+    def bias_grad(dy, partial, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            total = 0.0
+            for i in range(dy.shape[0]):
+                total += dy[i, j]
+            db[j] = total
+''' + _EX3_ONE_LAUNCH,
+        "constant": _EX3_HEAD + '''
     @cuda.jit
-    def bias_grad(dy, db):
+    def bias_grad(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
             db[j] = 0.0
-''' + _EX3_PER_FEATURE,
-        # Thread 0 sums everything, as numpy's dy.sum(axis=0) would on the host: right, one thread, uncoalesced.
-        "helper": _EX3_HEAD + '''\
+''' + _EX3_ONE_LAUNCH,
+        # Thread 0 sums everything, as numpy's dy.sum(axis=0) would on the host: right, one thread.
+        "helper": _EX3_HEAD + '''
     @cuda.jit
-    def bias_grad(dy, db):
+    def bias_grad(dy, partial, db):
         if cuda.grid(1) == 0:
             for j in range(db.size):
                 total = 0.0
                 for i in range(dy.shape[0]):
                     total += dy[i, j]
                 db[j] = total
-''' + _EX3_PER_FEATURE,
-        # Sums the visible 6 rows only.
-        "visible_only": _EX3_HEAD + '''\
+''' + _EX3_ONE_LAUNCH,
+        # The second launch sums the visible input's 4 chunks (100 rows) only.
+        "visible_only": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace("range(partial.shape[0])", "range(4)")
+        + _EX3_TWO_LAUNCHES,
+        # The second launch counts batch // 32 chunks: the last, partial chunk is dropped unless 32 divides the batch.
+        "floor_chunks": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace(
+            "range(partial.shape[0])", "range(dy.shape[0] // 32)") + _EX3_TWO_LAUNCHES,
+        # Each chunk's thread adds its sum into db[j] after a launch that zeroes db: threads and blocks of one
+        # feature read and write db[j] at once and lose updates (a race).
+        "racy_add": _EX3_HEAD + '''
     @cuda.jit
-    def bias_grad(dy, db):
+    def zero(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
-            total = 0.0
-            for i in range(6):
-                total += dy[i, j]
-            db[j] = total
-''' + _EX3_PER_FEATURE,
-        # Accumulates straight into db, which fresh GPU memory does not zero.
-        "accumulate_in_db": _EX3_HEAD + '''\
-    @cuda.jit
-    def bias_grad(dy, db):
-        j = cuda.grid(1)
-        if j < db.size:
-            for i in range(dy.shape[0]):
-                db[j] += dy[i, j]
-''' + _EX3_PER_FEATURE,
-        # Correct with atomics, one thread per element: atomics the budget forbids, and 2-D blocks of (8, 8) whose
-        # warps read 4 rows of 8: more sectors than a warp reading 32 neighbours.
-        "atomics": _EX3_HEAD + '''\
-    @cuda.jit
-    def bias_grad(dy, db):
-        j, i = cuda.grid(2)
-        if i == 0 and j < db.size:
             db[j] = 0.0
-        if i < dy.shape[0] and j < dy.shape[1]:
-            cuda.atomic.add(db, j, dy[i, j])
 
-    block = (8, 8)
-    return bias_grad, kernels.grid_2d((batch, features), block), block
-''',
-        # One block of 32 threads, each summing a chunk of neighbouring features: race-free and right, but the
-        # 32 threads of a warp read features a chunk apart, so a warp-wide read of dy touches many sectors.
-        "chunks": _EX3_HEAD + '''\
     @cuda.jit
-    def bias_grad(dy, db):
-        chunk = (db.size + 31) // 32
-        start = cuda.grid(1) * chunk
-        for j in range(start, min(start + chunk, db.size)):
+    def chunk_add(dy, partial, db):
+        j, c = cuda.grid(2)
+        if j < dy.shape[1] and c < partial.shape[0]:
             total = 0.0
-            for i in range(dy.shape[0]):
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
-            db[j] = total
+            db[j] = db[j] + total
 
-    return bias_grad, 1, 32
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    return [(zero, kernels.blocks_for(features, 32), 32),
+            (chunk_add, kernels.grid_2d((chunks, features), block), block)]
 ''',
-        # The guard compares with <=: the thread just past the last feature reads dy[i, features].
-        "off_by_one_guard": _EX3_HEAD + '''\
+        # The same with an atomic add: correct, but atomics the budget forbids, and db[j] written many times.
+        "atomics": _EX3_HEAD + '''
     @cuda.jit
-    def bias_grad(dy, db):
-        j = cuda.grid(1)
-        if j <= db.size:
-            total = 0.0
-            for i in range(dy.shape[0]):
-                total += dy[i, j]
-            db[j] = total
-''' + _EX3_PER_FEATURE,
-        # Exactly one block of 32 threads whatever the number of features: features past 32 are never summed.
-        "one_block": _EX3_HEAD + '''\
-    @cuda.jit
-    def bias_grad(dy, db):
+    def zero(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
-            total = 0.0
-            for i in range(dy.shape[0]):
-                total += dy[i, j]
-            db[j] = total
+            db[j] = 0.0
 
-    return bias_grad, 1, 32
+    @cuda.jit
+    def chunk_add(dy, partial, db):
+        j, c = cuda.grid(2)
+        if j < dy.shape[1] and c < partial.shape[0]:
+            total = 0.0
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
+                total += dy[i, j]
+            cuda.atomic.add(db, j, total)
+
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    return [(zero, kernels.blocks_for(features, 32), 32),
+            (chunk_add, kernels.grid_2d((chunks, features), block), block)]
 ''',
+        # x on the chunks, y on the features: a warp's 32 threads read 32 rows apart, one sector each.
+        "x_on_chunks": _EX3_HEAD + _EX3_CHUNKS.replace("j, c = cuda.grid(2)", "c, j = cuda.grid(2)") + _EX3_COLUMNS
+        + _EX3_TWO_LAUNCHES.replace("kernels.grid_2d((chunks, features), block)",
+                                    "kernels.grid_2d((features, chunks), block)"),
+        # The second launch accumulates into db, which holds garbage at first.
+        "accumulate_in_db": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace(
+            "            total = 0.0\n", "").replace("total += partial[c, j]", "db[j] += partial[c, j]").replace(
+            "            db[j] = total\n", "") + _EX3_TWO_LAUNCHES,
+        # The second launch's guard compares with <=: the thread just past the last feature reads partial[c, features].
+        "off_by_one_guard": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace("if j < db.size", "if j <= db.size")
+        + _EX3_TWO_LAUNCHES,
     },
 }
 

@@ -7,7 +7,7 @@ code), 'visible_only' (right on the visible test's inputs only), 'typical' (the 
 from wrong_answers.tampering import with_tampering
 
 _E1 = '''\
-def fusion_report(chain, inputs: tuple, bandwidth: float, fuse=fuse, device=DEVICE) -> dict[str, dict[str, float]]:
+def fusion_report(chain, inputs: tuple, bandwidth: float, fuse=fuse, sync=sync_for(DEVICE)) -> dict[str, dict[str, float]]:
     """Bytes moved, memory lower bound and measured median seconds of `chain(*inputs)`, unfused and fused."""
 '''
 # a correct byte counter with a switch for the planted mistakes, and a timing loop
@@ -35,37 +35,35 @@ _E1_TIMED = '''\
     runs = {"unfused": chain, "fused": fuse(chain)}
     report = {}
     for name, fn in runs.items():
-        median_s = benchmark(lambda: fn(*inputs), warmup=3, repeats=15, sync=sync_for(device)).median_s
+        median_s = benchmark(lambda: fn(*inputs), warmup=3, repeats=15, sync=sync).median_s
         report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth, "measured_s": median_s}
     return report
 '''
 
 _E2 = '''\
-def advise(profile: dict[str, tuple[float, float, float, float]], peak_flops: float, bandwidth: float,
-           batch: int, max_batch: int) -> dict[str, str]:
-    """For each layer: 'compute', 'cache', 'batch' or 'fuse', what would make it faster (section 4)."""
+def diagnose(profile: dict[str, tuple[float, float, float]], peak_flops: float, bandwidth: float) -> dict[str, str]:
+    """For each layer: 'compute', 'memory', 'overhead' or 'cache', what limits it (section 4)."""
 '''
 
 
-def _advise(impossible: str = "measured_s < flops / peak_flops", compute: str = ">=", cache: str = "<",
-            halve: str = "<=", later: str = "max(flops * scale / peak_flops, (weight_bytes + (nbytes - weight_bytes) * scale) / bandwidth)",
-            peak: str = "peak_flops", bw: str = "bandwidth") -> str:
-    """An advise() with one rule changed."""
+def _diagnose(impossible: str = "measured_s < compute_s", overhead: str = "measured_s > 10 * max(compute_s, memory_s)",
+              compute: str = ">=", cache: str = "<", peak: str = "peak_flops", bw: str = "bandwidth") -> str:
+    """A diagnose() with one rule changed."""
     return _E2 + f'''    peak_flops, bandwidth = {peak}, {bw}
-    advice = {{}}
-    for name, (flops, nbytes, weight_bytes, measured_s) in profile.items():
+    limits = {{}}
+    for name, (flops, nbytes, measured_s) in profile.items():
+        compute_s, memory_s = flops / peak_flops, nbytes / bandwidth
         if {impossible}:
             raise ValueError(name)
-        if flops / peak_flops {compute} nbytes / bandwidth:
-            advice[name] = "compute"
-        elif measured_s {cache} nbytes / bandwidth:
-            advice[name] = "cache"
+        if {overhead}:
+            limits[name] = "overhead"
+        elif compute_s {compute} memory_s:
+            limits[name] = "compute"
+        elif measured_s {cache} memory_s:
+            limits[name] = "cache"
         else:
-            scale = max_batch / batch
-            now = max(flops / peak_flops, nbytes / bandwidth) / batch
-            later = {later} / max_batch
-            advice[name] = "batch" if later {halve} now / 2 else "fuse"
-    return advice
+            limits[name] = "memory"
+    return limits
 '''
 
 
@@ -120,6 +118,7 @@ WRONG: dict[str, dict[str, str]] = {
         start = time.perf_counter()
         for _ in range(10):
             fn(*inputs)
+        sync()
         report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
                         "measured_s": (time.perf_counter() - start) / 10}
     return report
@@ -130,8 +129,10 @@ WRONG: dict[str, dict[str, str]] = {
     report = {}
     for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
         fn(*inputs)
+        sync()
         start = time.perf_counter()
         fn(*inputs)
+        sync()
         report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
                         "measured_s": time.perf_counter() - start}
     return report
@@ -139,50 +140,57 @@ WRONG: dict[str, dict[str, str]] = {
         # the eager chain timed for both versions: fuse() never called
         "never_fused": _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + '''    report = {}
     for name in ("unfused", "fused"):
-        median_s = benchmark(lambda: chain(*inputs), warmup=3, repeats=15, sync=sync_for(device)).median_s
+        median_s = benchmark(lambda: chain(*inputs), warmup=3, repeats=15, sync=sync).median_s
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth, "measured_s": median_s}
+    return report
+''',
+        # no sync: on a GPU (and on the grader's device) this times only the launches, below the chain's own bound
+        "no_sync": _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + '''    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        median_s = benchmark(lambda: fn(*inputs), warmup=3, repeats=15).median_s
         report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth, "measured_s": median_s}
     return report
 ''',
     },
     "ex2-solution": {
         # the visible answer
-        "constant": _E2 + '''    return {"attention matmul": "compute", "gelu": "fuse", "lm head": "batch", "small layer norm": "cache"}
+        "constant": _E2 + '''    return {"attention matmul": "compute", "gelu": "memory", "small layer norm": "cache",
+            "bias add, batch 1": "overhead"}
 ''',
         # the package's roofline helpers (off_limits blocks them)
         "helper": _E2 + '''    from gpucourse import roofline
 
-    advice = {}
-    for name, (flops, nbytes, weight_bytes, measured_s) in profile.items():
+    limits = {}
+    for name, (flops, nbytes, measured_s) in profile.items():
         if measured_s < flops / peak_flops:
             raise ValueError(name)
-        if roofline.bound(flops / nbytes, peak_flops, bandwidth) == "compute":
-            advice[name] = "compute"
-        elif measured_s < nbytes / bandwidth:
-            advice[name] = "cache"
+        low = roofline.time_lower_bound(flops, nbytes, peak_flops, bandwidth)
+        if measured_s > 10 * low:
+            limits[name] = "overhead"
+        elif roofline.bound(flops / nbytes, peak_flops, bandwidth) == "compute":
+            limits[name] = "compute"
         else:
-            scale = max_batch / batch
-            now = roofline.time_lower_bound(flops, nbytes, peak_flops, bandwidth) / batch
-            later = roofline.time_lower_bound(flops * scale, weight_bytes + (nbytes - weight_bytes) * scale,
-                                              peak_flops, bandwidth) / max_batch
-            advice[name] = "batch" if later <= now / 2 else "fuse"
-    return advice
+            limits[name] = "cache" if measured_s < nbytes / bandwidth else "memory"
+    return limits
 ''',
         # the visible roof, whatever the device
-        "visible_only": _advise(peak="2.0**46", bw="2.0**41"),
-        # every byte scales with the batch: the weights are forgotten, so a larger batch never pays
-        "typical": _advise(later="max(flops * scale / peak_flops, nbytes * scale / bandwidth)"),
+        "visible_only": _diagnose(peak="2.0**46", bw="2.0**41"),
+        # v2's rule: no overhead regime, a launch-bound layer is called compute- or memory-bound
+        "typical": _diagnose(overhead="False"),
+        # overhead judged against the FLOP time only: a memory-bound layer looks overhead-bound
+        "overhead_vs_flops": _diagnose(overhead="measured_s > 10 * compute_s"),
+        # overhead judged against the byte time only: a compute-bound layer looks overhead-bound
+        "overhead_vs_bytes": _diagnose(overhead="measured_s > 10 * memory_s"),
         # the ridge point counted as memory-bound
-        "ridge_memory": _advise(compute=">"),
+        "ridge_memory": _diagnose(compute=">"),
         # a layer exactly at its DRAM bound called cached
-        "cache_at_bound": _advise(cache="<="),
-        # the halving must be strict
-        "strict_halving": _advise(halve="<"),
-        # at max_batch only the bytes are counted: the FLOPs that cap the gain are forgotten
-        "no_compute_cap": _advise(later="(weight_bytes + (nbytes - weight_bytes) * scale) / bandwidth"),
+        "cache_at_bound": _diagnose(cache="<="),
         # v2's rule: anything faster than its DRAM bound raises
-        "raise_on_cache": _advise(impossible="measured_s < max(flops / peak_flops, nbytes / bandwidth)"),
+        "raise_on_cache": _diagnose(impossible="measured_s < max(compute_s, memory_s)"),
+        # an impossible timing caught only on compute-bound layers
+        "raise_only_compute": _diagnose(impossible="compute_s >= memory_s and measured_s < compute_s"),
         # no check for an impossible timing
-        "no_raise": _advise(impossible="False"),
+        "no_raise": _diagnose(impossible="False"),
     },
 }
 

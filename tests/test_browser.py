@@ -1,7 +1,7 @@
 """Real-browser tests: JupyterLab as `make lab` and `make instructor-lab` start it, driven by headless Chromium.
 
 (a) The learner's lab (tools/lab.py learner, the same command line and configuration as `make lab`) on a work
-    folder holding lesson 00 with its exercises answered (the model answers, so every cell must succeed): Run >
+    folder holding lesson 01 with its exercises answered (the model answers, so every cell must succeed): Run >
     Run All Cells through the menu; every code cell runs, no output goes to stderr, the plot renders as an image;
     nbgrader's instructor tools and JupyterLab's news prompt are absent; the Validate button is there and passes.
 (b) The instructor's lab (tools/lab.py instructor) on a throw-away course with one autograded submission:
@@ -42,7 +42,7 @@ from test_grading import _nbgrader, _with_solutions
 sys.path.insert(0, str(ROOT / "tools"))
 import lab  # noqa: E402  (tools/lab.py: how `make lab` and `make instructor-lab` start JupyterLab)
 
-LESSON = "00_getting_started"  # the lightest lesson; it has a plot and a written answer
+LESSON = "01_architecture"  # a light lesson (about 20 s) with plots and a written answer
 STUDENT = "alice"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 STDERR_OUTPUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
@@ -220,7 +220,7 @@ def test_learner_lab_runs_a_lesson_through_the_menu(page, screenshots, tmp_path)
 
 
 def _graded_course(root: Path) -> None:
-    """A throw-away course with lesson 00 registered and one student's submission (model answers) autograded."""
+    """A throw-away course with lesson 01 registered and one student's submission (model answers) autograded."""
     root.mkdir()
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / LESSON, root / "solutions" / LESSON)

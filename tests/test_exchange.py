@@ -221,12 +221,12 @@ def test_nbgrader_recognises_the_whole_configuration(exchange_route) -> None:
 
 # --------------------------------------------------------------------------- the class report (tools/class_report.py)
 
-EX2_CHECK = "the batch on the GPU, the model on the CPU"  # the first check lesson 00's typical ex2 mistake fails
+EX2_CHECK = "Kaggle's P100 on a cu128 wheel"  # the first check lesson 00's typical ex2 mistake fails
 
 
 def test_class_report_counts_the_exchange_class(exchange_route) -> None:
     """ada right, bob untouched, cyd right on ex1 and ex3 only: exact means, full marks and ranked failures."""
-    assert [(e.tests_id, e.points) for e in exercises(LESSON)] == [("ex1-tests", 2), ("ex2-tests", 3),
+    assert [(e.tests_id, e.points) for e in exercises(LESSON)] == [("ex1-tests", 3), ("ex2-tests", 3),
                                                                      ("ex3-tests", 2)]  # what the counts below assume
     root = exchange_route["root"]
     report = class_report.build_report(root, LESSON, root / "gradebook.db")
@@ -235,14 +235,14 @@ def test_class_report_counts_the_exchange_class(exchange_route) -> None:
                                [(group.group, group.count, group.students) for group in cell.failures])
                for cell in report.cells}
     not_answered = (class_report.NOT_ANSWERED, 1, ("bob",))
-    assert summary == {"ex1-tests": (3, 3, round(4 / 3, 4), 2, [not_answered]),
+    assert summary == {"ex1-tests": (3, 3, 2.0, 2, [not_answered]),
                        "ex2-tests": (3, 3, 1.0, 1, [(f"CheckFailed: {EX2_CHECK}", 1, ("cyd",)), not_answered]),
                        "ex3-tests": (3, 3, round(4 / 3, 4), 2, [not_answered]),
                        "written-1": (3, 1, 0.0, 0, [not_answered])}  # ada's and cyd's answers await the instructor
     assert [cell.grade_id for cell in report.cells] == list(summary)  # notebook order
     ex2_failure = report.cells[1].failures[0]
-    assert ex2_failure.message.startswith(f"CheckFailed: {EX2_CHECK}: yours 'GPU in use', expected 'not on the GPU'\n"
-                                          "  Hint: walk the chain in order")
+    assert ex2_failure.message.startswith(f"CheckFailed: {EX2_CHECK}: runs: yours True, expected False\n"
+                                          "  Hint: rules in order: the GPU in the arch list")
 
 
 def test_class_report_command_prints_and_writes_it(exchange_route, tmp_path, capsys) -> None:
@@ -251,7 +251,7 @@ def test_class_report_command_prints_and_writes_it(exchange_route, tmp_path, cap
     assert course.main(["report", "00", "--course-root", str(root), "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:3] == [f"Class report for {LESSON}: 3 autograded submissions", "",
-                         "ex1-tests: mean 1.33 / 2 (67%), full marks 2 of 3 (67%)"]
+                         "ex1-tests: mean 2 / 3 (67%), full marks 2 of 3 (67%)"]
     assert "written-1 (written): mean 0 / 2 (0%), full marks 0 of 1 (0%); 2 awaiting manual grading" in lines
     with open(tmp_path / f"{LESSON}-class-report.csv", newline="", encoding="utf-8") as handle:
         rows = [(row["cell"], row["rank"], row["failure"], row["failed_submissions"], row["students"])

@@ -250,7 +250,8 @@ def test_untouched_copies_are_not_started_and_not_run(tmp_path: Path, capsys, mo
     assert main(["grade", "--course", str(ROOT), "--work", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"Not started (no answer written yet, nothing to run): {LESSON}" in out
-    assert re.search(rf"^{LESSON}\s+-\s+0 / 7\s+not started$", out, re.M), out
+    total = f"{sum(e.points for e in exercises(LESSON)):g}"
+    assert re.search(rf"^{LESSON}\s+-\s+0 / {total}\s+not started$", out, re.M), out
 
 
 def test_a_notebook_nbgrader_cannot_grade_is_reported_and_exits_1(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -29,7 +29,8 @@ _LATENCY = '''\
 '''
 
 
-def _sweep(repeats: int, aggregate: str, drop_single: bool, largest: int = 35, capacity: str = "sizes[run[-1]]") -> str:
+def _sweep(repeats: int, aggregate: str, drop_single: bool, largest: int = 35, capacity: str = "sizes[run[-1]]",
+           flat: float = 0.1) -> str:
     """A find_caches body: probe powers of two, aggregate repeats, cut into runs of equal latency."""
     return f'''\
     import numpy as np
@@ -37,7 +38,7 @@ def _sweep(repeats: int, aggregate: str, drop_single: bool, largest: int = 35, c
     latency = [float(np.{aggregate}([memory.chase(size) for _ in range({repeats})])) for size in sizes]
     runs = [[0]]
     for i in range(1, len(sizes)):
-        if abs(latency[i] / latency[i - 1] - 1) <= 0.1:
+        if abs(latency[i] / latency[i - 1] - 1) <= {flat}:
             runs[-1].append(i)
         else:
             runs.append([i])
@@ -91,6 +92,12 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # short chases: the jitter is not averaged away
         "short_chase": _EX1 + '''    latency = (sm.pointer_chase(20) - sm.pointer_chase(10)) / 10
+''' + _MODEL,
+        # chases of 100 and 200 loads differenced: the start-up cost cancels, but the jitter is divided by 100 only
+        "short_differential": _EX1 + '''    latency = round((sm.pointer_chase(200) - sm.pointer_chase(100)) / 100)
+''' + _MODEL,
+        # the same with 1,000 and 2,000 loads: still off by a cycle where the jitter is large
+        "differential_1000": _EX1 + '''    latency = round((sm.pointer_chase(2_000) - sm.pointer_chase(1_000)) / 1_000)
 ''' + _MODEL,
         # the latency truncated, not rounded: one cycle short where the jitter of the two chases comes out negative
         "truncated": _EX1 + '''    latency = int((sm.pointer_chase(20_000) - sm.pointer_chase(10_000)) / 10_000)
@@ -162,6 +169,9 @@ WRONG: dict[str, dict[str, str]] = {
     levels = next(v for v in state.values() if isinstance(v, tuple) and v and isinstance(v[0], tuple))
     dram = next(v for k, v in state.items() if "dram" in k)
     return {"caches": list(levels), "dram_latency": dram}
+''',
+        # "flat" within 25%: a soft edge that reads 18% slower is taken for the level (twice its capacity)
+        "loose_flat": _EX2 + _sweep(7, "median", True, flat=0.25) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
         # counts DRAM as one more cache level
         "dram_as_cache": _EX2 + _sweep(7, "median", True) + '''    return {"caches": levels, "dram_latency": levels[-1][1]}

@@ -458,34 +458,18 @@ def measure_matmul_rate(n: int = 1024, dtype: str = "float32", backend: str = "n
     return 2 * n**3 / result.median_s
 
 
-def measure_memory_bandwidth(megabytes: int = 256, device: str = "cpu", repeats: int = 5, threads: int = 1) -> float:
-    """Measure copy bandwidth in bytes/s (bytes read + bytes written) with a buffer of ``megabytes``.
-
-    On the CPU, ``threads`` > 1 copies the buffer in that many slices at once, one thread each (numpy releases the
-    GIL while it copies): the bandwidth of several cores, where one thread measures one core's.
-    """
+def measure_memory_bandwidth(megabytes: int = 256, device: str = "cpu", repeats: int = 5) -> float:
+    """Measure copy bandwidth in bytes/s (bytes read + bytes written) with a buffer of ``megabytes``."""
     megabytes = positive_int("megabytes", megabytes)
     repeats = positive_int("repeats", repeats)
-    threads = positive_int("threads", threads)
     sync = sync_for(device)  # rejects unknown devices, and GPUs that are not there, by name
     count = megabytes * 2**20 // 4
-    if threads > 1 and str(device) != "cpu":
-        raise ValueError(f"threads must be 1 on device={device!r} (threads split a CPU copy), got {threads}")
     if str(device) == "cpu":
         import numpy as np
 
         src = np.ones(count, dtype=np.float32)
         dst = np.empty_like(src)
-        if threads == 1:
-            result = benchmark(lambda: np.copyto(dst, src), warmup=1, repeats=repeats)
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            step = -(-count // threads)
-            slices = [slice(start, start + step) for start in range(0, count, step)]
-            with ThreadPoolExecutor(threads) as pool:
-                result = benchmark(lambda: list(pool.map(lambda part: np.copyto(dst[part], src[part]), slices)),
-                                   warmup=1, repeats=repeats)
+        result = benchmark(lambda: np.copyto(dst, src), warmup=1, repeats=repeats)
     else:
         torch = _torch_or_none()
         if torch is None:

@@ -116,6 +116,8 @@ WRONG: dict[str, dict[str, str]] = {
         # reads the latency off the simulator's private attribute instead of measuring it
         "private_latency": _EX1 + '''    latency = sm._latency
 ''' + _MODEL,
+        # never tries max_warps itself: None where exactly max_warps reaches the target
+        "max_exclusive": _EX1 + _LATENCY + _MODEL.replace("range(1, sm.max_warps + 1)", "range(1, sm.max_warps)"),
         # answers max_warps where the target cannot be reached
         "never_none": _EX1 + _LATENCY + _MODEL.replace("return None", "return sm.max_warps"),
         # patches the SM it is handed so that every warp count looks busy (the test judges on a twin)
@@ -172,6 +174,9 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # "flat" within 25%: a soft edge that reads 18% slower is taken for the level (twice its capacity)
         "loose_flat": _EX2 + _sweep(7, "median", True, flat=0.25) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
+''',
+        # a median of 5 probes: with up to one outlier in ten, some footprints still read an outlier
+        "median_of_5": _EX2 + _sweep(5, "median", True) + '''    return {"caches": levels[:-1], "dram_latency": levels[-1][1]}
 ''',
         # counts DRAM as one more cache level
         "dram_as_cache": _EX2 + _sweep(7, "median", True) + '''    return {"caches": levels, "dram_latency": levels[-1][1]}

@@ -242,7 +242,7 @@ def test_class_report_counts_the_exchange_class(exchange_route) -> None:
     assert [cell.grade_id for cell in report.cells] == list(summary)  # notebook order
     ex2_failure = report.cells[1].failures[0]
     assert ex2_failure.message.startswith(f"CheckFailed: {EX2_CHECK}: runs: yours True, expected False\n"
-                                          "  Hint: rules in order: the GPU in the arch list")
+                                          "  Hint: section 4: the driver must know the GPU")
 
 
 def test_class_report_command_prints_and_writes_it(exchange_route, tmp_path, capsys) -> None:

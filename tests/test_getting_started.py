@@ -80,3 +80,51 @@ def test_reports() -> None:
     else:
         mine = machine_report()
         assert mine is not None and mine["sms"] > 0 and mine["arch_list"]
+
+
+def test_tool_outputs_print_what_the_tools_print() -> None:
+    from gpucourse.getting_started import FIRST_CUDA, nvidia_smi_header, t4_outputs, tool_outputs
+
+    t4 = t4_outputs()
+    assert set(t4) == {"nvidia-smi", "compute_cap", "torch.__version__", "torch.cuda.get_arch_list()", "cuda-compat",
+                       "brand"}
+    lines = t4["nvidia-smi"].splitlines()
+    assert lines[0] == "Fri Nov 27 09:41:07 2026" and "Driver Version: 550.54.15" in lines[2]
+    assert "CUDA Version: 12.4" in lines[2] and len(lines[2]) == len(lines[1])
+    assert t4["compute_cap"] == "7.5\n" and t4["torch.__version__"].endswith("+cu126") and t4["cuda-compat"] == ""
+    h100 = tool_outputs("NVIDIA H100 80GB HBM3", "datacenter", "9.0", "535.261.03", "12.2", "2.9.0+cu130",
+                        ["sm_90"], compat="13.0", date="2026-07-01")
+    assert h100["cuda-compat"].startswith("ii  cuda-compat-13-0  580.65.06-1")
+    assert nvidia_smi_header("x", "1.2.3", "12.0", "2026-07-01").startswith("Wed Jul 01")
+    assert FIRST_CUDA[(12, 0)] == (12, 8) and FIRST_CUDA[(9, 0)] == (11, 8)
+    with pytest.raises(ValueError, match="brand"):
+        tool_outputs("x", "laptop", "8.6", "550.54.15", "12.4", "2.4.1+cu124", [])
+
+
+def test_this_machine_outputs() -> None:
+    from gpucourse.getting_started import this_machine_outputs
+
+    mine = this_machine_outputs()
+    if not torch.cuda.is_available():
+        assert mine is None
+    elif mine is not None:
+        assert "Driver Version" in mine["nvidia-smi"] and mine["torch.cuda.get_arch_list()"]
+
+
+def test_simulated_matmul_gpu_runs_at_its_rate_and_queues() -> None:
+    from gpucourse.getting_started import SimulatedMatmulGpu
+
+    gpu = SimulatedMatmulGpu(t4_report(), "float16", 30e12)
+    assert gpu.report["name"] == "Tesla T4"
+    start = gpu.clock()
+    gpu.matmul(4096, "float16")
+    queued = gpu.clock()
+    gpu.synchronize()
+    assert queued - start < 1e-3 and gpu.clock() - start == pytest.approx(2 * 4096**3 / 30e12, rel=3e-3)
+    with pytest.raises(ValueError, match="dtype"):
+        gpu.matmul(64, "float32")
+    with pytest.raises(ValueError, match="dtype"):
+        SimulatedMatmulGpu(t4_report(), "int8", 1e12)
+    with pytest.raises(TypeError, match="report"):
+        SimulatedMatmulGpu(None, "float16", 1e12)
+    assert TorchMatmul("cpu", report=t4_report()).report["sms"] == 40

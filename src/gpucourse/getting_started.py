@@ -1,6 +1,8 @@
 """Stand-ins and readers for lesson 00_getting_started: a fake ``torch.cuda`` whose allocations NVML sees
-(:class:`FakeCuda`), a device that times real matmuls with the simulated GPU's interface (:class:`TorchMatmul`), and
-recorded environment reports (:func:`report`, :func:`machine_report` for this machine, :func:`t4_report`).
+(:class:`FakeCuda`), devices that time matmuls (:class:`TorchMatmul` for real ones, :class:`SimulatedMatmulGpu`
+without a GPU), recorded GPU reports (:func:`report`, :func:`machine_report` for this machine, :func:`t4_report`),
+and what the tools print about a machine's driver and wheel (:func:`tool_outputs`, :func:`t4_outputs`,
+:func:`this_machine_outputs`).
 """
 
 from __future__ import annotations
@@ -121,10 +123,11 @@ class TorchMatmul:
     interface as :class:`gpucourse.simulate.SimulatedGPU`.
     """
 
-    def __init__(self, device: object = "cpu") -> None:
+    def __init__(self, device: object = "cpu", report: dict | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
+        self.report = report  # the GPU's recorded report (machine_report()), None on a CPU
         self._matrices: dict[tuple[int, str], tuple] = {}
 
     def matmul(self, n: int, dtype: str = "float32") -> None:
@@ -154,6 +157,41 @@ class TorchMatmul:
         return time.perf_counter()
 
 
+class SimulatedMatmulGpu:
+    """A simulated GPU described by ``report`` whose ``dtype`` matmuls run at ``flops_per_s``: ``matmul(n, dtype)``
+    queues one and returns at once, ``synchronize()`` waits, ``clock()`` reads a simulated clock (seconds). Timing
+    noise (``jitter``), slow outliers (``outlier_prob``, ``outlier_s``) and a slow first call (``init_s``) are those
+    of :class:`gpucourse.simulate.SimulatedGPU`, which runs the work.
+    """
+
+    def __init__(self, report: dict, dtype: str, flops_per_s: float, *, jitter: float = 0.0,
+                 outlier_prob: float = 0.0, outlier_s: float = 0.0, init_s: float = 0.0, launch_s: float = 5e-6,
+                 seed: int = 0) -> None:
+        from gpucourse.simulate import SimulatedGPU
+
+        if not isinstance(report, dict):
+            raise TypeError(f"report must be a dict (see report()), got {type(report).__name__}")
+        self.report = report
+        self.dtype = one_of("dtype", dtype, ("float32", "float16", "bfloat16", "tf32"))
+        self._gpu = SimulatedGPU(flops_per_s=flops_per_s, simulated_clock=True, jitter=jitter,
+                                 outlier_prob=outlier_prob, outlier_s=outlier_s, init_s=init_s, launch_s=launch_s,
+                                 seed=seed)
+
+    def matmul(self, n: int, dtype: str = "float32") -> None:
+        """Queue one n x n matrix multiply in ``dtype`` (the one this device was set up for)."""
+        if dtype != self.dtype:
+            raise ValueError(f"dtype: this simulated GPU times {self.dtype} matmuls, got {dtype!r}")
+        self._gpu.matmul(n, "float32")
+
+    def synchronize(self) -> None:
+        """Wait until the queued matmuls have finished."""
+        self._gpu.synchronize()
+
+    def clock(self) -> float:
+        """Seconds on the simulated host clock."""
+        return self._gpu.clock()
+
+
 # --------------------------------------------------------------------------- recorded environment reports
 
 #: End of life of NVIDIA's data-centre driver branches (long-term support and production branches only), from
@@ -162,6 +200,14 @@ class TorchMatmul:
 #: and https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf (R418-R460).
 DRIVER_BRANCH_END_OF_LIFE: dict[int, str] = {418: "2022-03", 440: "2020-11", 450: "2023-07", 460: "2022-01",
                                              535: "2026-06", 580: "2028-06", 595: "2027-03", 620: "2029-09"}
+
+#: The first CUDA release whose driver knows each compute capability (CUDA Toolkit release notes; Blackwell's 10.0 and
+#: 12.0 came with CUDA 12.8: https://docs.nvidia.com/cuda/blackwell-compatibility-guide/). A driver whose CUDA
+#: version (nvidia-smi's "CUDA Version") is older does not run anything on that GPU.
+FIRST_CUDA: dict[tuple[int, int], tuple[int, int]] = {(6, 0): (8, 0), (6, 1): (8, 0), (7, 0): (9, 0),
+                                                      (7, 5): (10, 0), (8, 0): (11, 0), (8, 6): (11, 1),
+                                                      (8, 9): (11, 8), (9, 0): (11, 8), (10, 0): (12, 8),
+                                                      (12, 0): (12, 8)}
 
 #: Hopper's Tensor Core figures use a lower clock than its rated boost (1980 MHz SXM5, 1755 MHz PCIe), by the name
 #: PyTorch reports (H100 whitepaper, Table 3; https://forums.developer.nvidia.com/t/244727): float32 uses the boost.
@@ -238,3 +284,72 @@ def machine_report(index: int = 0) -> dict | None:
     return report(name, brand, (props.major, props.minor), props.multi_processor_count, driver or "unknown",
                   torch.version.cuda or "none", torch.cuda.get_arch_list(), clocks,
                   date=datetime.date.today().isoformat())
+
+
+# --------------------------------------------------------------------------- what the tools print
+
+_SMI = """{date}
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI {driver:<22}Driver Version: {driver:<15}CUDA Version: {cuda:<10}|
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|=========================================+========================+======================|
+|   0  {name:<28}   On  |   00000000:00:04.0 Off |                    0 |
+| N/A   34C    P8              9W /   70W |       1MiB /  15360MiB |      0%      Default |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def nvidia_smi_header(name: str, driver: str, cuda: str, date: str = "2026-11-27") -> str:
+    """The top of ``nvidia-smi``'s output as a machine prints it: the time, the driver and its CUDA version, a GPU."""
+    import datetime
+
+    stamp = datetime.datetime.strptime(date, "%Y-%m-%d").replace(hour=9, minute=41, second=7)
+    return _SMI.format(date=stamp.strftime("%a %b %d %H:%M:%S %Y"), driver=driver, cuda=cuda, name=name[:28])
+
+
+def tool_outputs(name: str, brand: str, compute_capability: str, driver: str, driver_cuda: str, torch_version: str,
+                 arch_list: Iterable[str], compat: str | None = None, date: str = "2026-11-27") -> dict:
+    """What an engineer copies from a machine: nvidia-smi's header, ``nvidia-smi --query-gpu=compute_cap
+    --format=csv,noheader``, ``torch.__version__``, ``torch.cuda.get_arch_list()``, the installed cuda-compat
+    package as ``dpkg -l | grep cuda-compat`` prints it (or ''), and the GPU's market (from its product page)."""
+    brand = one_of("brand", brand, ("datacenter", "workstation", "geforce"))
+    package = "" if compat is None else (
+        f"ii  cuda-compat-{compat.replace('.', '-')}  {driver_for_compat(compat)}-1  amd64  "
+        "CUDA Compatibility Platform\n")
+    return {"nvidia-smi": nvidia_smi_header(name, driver, driver_cuda, date),
+            "compute_cap": f"{compute_capability}\n", "torch.__version__": torch_version,
+            "torch.cuda.get_arch_list()": list(arch_list), "cuda-compat": package, "brand": brand}
+
+
+def driver_for_compat(cuda: str) -> str:
+    """The user-mode driver version a cuda-compat package of CUDA ``cuda`` ships (its package version)."""
+    major, minor = (int(part) for part in cuda.split("."))
+    return {(12, 2): "535.104.05", (12, 4): "550.54.15", (12, 6): "560.35.03", (12, 8): "570.124.06",
+            (12, 9): "575.57.08", (13, 0): "580.65.06"}.get((major, minor), "580.95.05")
+
+
+def t4_outputs() -> dict:
+    """A Colab T4 with a cu126 wheel, as its tools print it (an example, not a reading)."""
+    return tool_outputs("Tesla T4", "datacenter", "7.5", "550.54.15", "12.4", "2.8.0+cu126",
+                        ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
+
+
+def this_machine_outputs() -> dict | None:
+    """This machine's tool outputs (nvidia-smi, torch), or None without a CUDA GPU and nvidia-smi."""
+    from gpucourse.nvml import nvidia_smi
+
+    try:
+        import torch
+    except ImportError:
+        return None
+    smi = nvidia_smi()
+    if not smi or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(0)
+    lower = torch.cuda.get_device_name(0).lower()
+    brand = "geforce" if "geforce" in lower else (
+        "workstation" if ("rtx" in lower or "quadro" in lower) and "server" not in lower else "datacenter")
+    return {"nvidia-smi": smi, "compute_cap": f"{major}.{minor}\n", "torch.__version__": torch.__version__,
+            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": "", "brand": brand}

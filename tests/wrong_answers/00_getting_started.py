@@ -9,11 +9,11 @@ from wrong_answers.tampering import with_tampering
 _EX1 = '''def gpu_evidence(make, cuda, nvml) -> dict:
     """Make a tensor and return the evidence that it is on a GPU: its device, and memory this process allocated."""
 '''
-_EX2 = '''def diagnose(report: dict) -> dict:
-    """Does the wheel of report run on its machine? If not, the first rule that fails and the fix."""
+_EX2 = '''def diagnose(machine: dict) -> dict:
+    """Does the wheel run on this machine? Read the tools' outputs; if not, the first rule that fails and the fix."""
 '''
-_EX3 = '''def rated_peak(report: dict, dtype: str) -> float:
-    """Peak FLOP/s a datasheet states for the GPU of report and dtype, as PyTorch runs it (float32 accumulation)."""
+_EX3 = '''def check_peak(gpu, dtype: str, n: int) -> dict:
+    """Derive gpu's datasheet peak for dtype, time an n x n matmul on it, and judge the measurement."""
 '''
 
 
@@ -46,43 +46,58 @@ def _evidence(allocated_after: str = "cuda.memory_allocated(index)", before: str
 '''
 
 
-_DIAG_RIGHT = '''    def version(text: str) -> tuple:
+_DIAG_RIGHT = r'''    import datetime
+    import re
+
+    def version(text: str) -> tuple:
         return tuple(int(part) for part in text.split("."))
 
-    build = version(report["torch_cuda"])
-    minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}   # the oldest driver of each CUDA major version
-    if build[0] not in minimum:
-        raise ValueError(f"CUDA {report['torch_cuda']}: minor-version compatibility needs CUDA 11 to 13")
-    capability = tuple(report["compute_capability"])
-    kernels = False
-    for arch in report["arch_list"]:
+    smi = machine["nvidia-smi"]
+    driver = version(re.search(r"Driver Version:\s*([\d.]+)", smi).group(1))
+    driver_cuda = version(re.search(r"CUDA Version:\s*([\d.]+)", smi).group(1))
+    month = datetime.datetime.strptime(smi.strip().splitlines()[0].strip(), "%a %b %d %H:%M:%S %Y").strftime("%Y-%m")
+    capability = version(machine["compute_cap"].strip())
+    if capability not in FIRST_CUDA:
+        raise ValueError(f"compute capability {capability} is not in FIRST_CUDA")
+    if driver_cuda < FIRST_CUDA[capability]:
+        return {"runs": False, "rule": "gpu", "fix": "driver"}       # the driver does not know this GPU
+    cubin = ptx = False
+    for arch in machine["torch.cuda.get_arch_list()"]:
         kind, _, digits = arch.partition("_")
-        digits = digits.rstrip("af")                              # sm_90a: arch-specific code for 9.0
+        specific = digits.endswith("a")                              # sm_90a: for exactly 9.0, nothing else
+        digits = digits.rstrip("a")
         target = (int(digits[:-1]), int(digits[-1]))
-        if kind == "sm" and target[0] == capability[0] and target[1] <= capability[1]:
-            kernels = True                                        # compiled code: same major, minor at most ours
-        elif kind == "compute" and target <= capability:
-            kernels = True                                        # PTX: compiled by the driver for newer GPUs
-    if not kernels:
+        if kind == "sm" and (target == capability or (not specific and target[0] == capability[0]
+                                                      and target[1] <= capability[1])):
+            cubin = True                                             # compiled code for this GPU
+        elif kind == "compute" and not specific and target <= capability:
+            ptx = True                                               # PTX the driver can compile for it
+    if not (cubin or ptx):
         return {"runs": False, "rule": "arch", "fix": "wheel"}
-    driver = version(report["driver"])
-    if driver >= minimum[build[0]]:
-        return {"runs": True, "rule": None, "fix": None}          # backward and minor-version compatibility
-    compat = report["compat"] is not None and version(report["compat"])[:2] >= build[:2]
-    supported = DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= report["date"][:7]
-    if report["brand"] != "datacenter":
+    local = machine["torch.__version__"].partition("+")[2]           # 'cu126': built with CUDA 12.6
+    build = (int(local[2:-1]), int(local[-1]))
+    minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}
+    if build[0] not in minimum:
+        raise ValueError(f"a CUDA {build} wheel: minor-version compatibility needs CUDA 11 to 13")
+    if driver_cuda >= build or (driver >= minimum[build[0]] and cubin):
+        return {"runs": True, "rule": None, "fix": None}             # backward or minor-version compatibility
+    found = re.search(r"cuda-compat-(\d+)-(\d+)", machine["cuda-compat"])
+    compat = found is not None and (int(found.group(1)), int(found.group(2))) >= build
+    supported = DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= month
+    if machine["brand"] != "datacenter":
         return {"runs": False, "rule": "forward_compat_gpu" if compat else "driver", "fix": "driver"}
     if not supported:
         return {"runs": False, "rule": "branch_eol" if compat else "driver", "fix": "driver"}
     if compat:
-        return {"runs": True, "rule": None, "fix": None}          # forward compatibility
+        return {"runs": True, "rule": None, "fix": None}             # forward compatibility
     return {"runs": False, "rule": "driver", "fix": "compat"}
 '''
-_PEAK_RIGHT = '''    capability = tuple(report["compute_capability"])
+_PEAK_RIGHT = '''    report = gpu.report
+    capability = tuple(report["compute_capability"])
     if capability not in SM_RATES:
         raise ValueError(f"compute capability {capability} is not in SM_RATES")
     rates = SM_RATES[capability]
-    clock = report["clocks"]["rated_boost"]                     # the datasheet's clock, not NVML's maximum
+    clock = report["clocks"]["rated_boost"]                     # the rated boost clock, not NVML's maximum
     if dtype == "float32":
         fmas = rates.fp32_lanes
     elif dtype in ("float16", "bfloat16", "tf32"):
@@ -97,9 +112,14 @@ _PEAK_RIGHT = '''    capability = tuple(report["compute_capability"])
             clock = HOPPER_TENSOR_CLOCK_MHZ[report["name"]]     # Hopper's Tensor figures: a lower clock
     else:
         raise ValueError(f"unknown dtype {dtype!r}")
-    return report["sms"] * fmas * clock * 1e6 * 2
+    peak = report["sms"] * fmas * clock * 1e6 * 2
+    result = timing.benchmark(lambda: gpu.matmul(n, dtype), warmup=2, repeats=9, sync=gpu.synchronize,
+                              clock=gpu.clock)
+    achieved = 2 * n**3 / result.median_s
+    fraction = achieved / peak
+    verdict = "above peak" if fraction > 1 else ("far below peak" if fraction < 0.25 else "plausible")
+    return {"peak": peak, "achieved": achieved, "fraction": fraction, "verdict": verdict}
 '''
-
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
@@ -145,84 +165,101 @@ WRONG: dict[str, dict[str, str]] = {
     },
     "ex2-solution": {
         # the visible verdicts: the T4 runs, anything else needs a driver
-        "constant": _EX2 + '''    if report["name"] == "Tesla T4":
+        "constant": _EX2 + '''    if "Tesla T4" in machine["nvidia-smi"]:
         return {"runs": True, "rule": None, "fix": None}
     return {"runs": False, "rule": "driver", "fix": "driver"}
 ''',
-        # asks this machine (the course's NVML reader) instead of reading the report
+        # asks this machine (the course's NVML reader) instead of reading the outputs
         "helper": _EX2 + '''    from gpucourse import nvml
     installed, cuda = nvml.driver_versions()
-    ok = int(report["driver"].split(".")[0]) >= 525
+    ok = installed is not None and int(installed.split(".")[0]) >= 525
     return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
 ''',
-        # right on the two visible reports only: the driver's branch alone
-        "visible_only": _EX2 + '''    ok = int(report["driver"].split(".")[0]) >= 525
+        # right on the two visible machines only: the driver's branch alone
+        "visible_only": _EX2 + '''    import re
+    driver = int(re.search(r"Driver Version:\\s*(\\d+)", machine["nvidia-smi"]).group(1))
+    ok = driver >= 525
     return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
 ''',
         # the typical mistake: is_available() is True, so the GPU must be fine; the arch list never read
-        "typical": _EX2 + _DIAG_RIGHT.replace("    if not kernels:\n", "    if False:\n"),
+        "typical": _EX2 + _DIAG_RIGHT.replace("    if not (cubin or ptx):\n", "    cubin = True\n    if False:\n"),
+        # the review's case: never asks whether the driver knows the GPU (an RTX PRO 6000 Blackwell on R535)
+        "no_gpu_support": _EX2 + _DIAG_RIGHT.replace("if driver_cuda < FIRST_CUDA[capability]:", "if False:"),
+        # nvidia-smi's CUDA Version read as a ceiling: a cu126 wheel refused on a CUDA 12.4 driver
+        "smi_cuda_ceiling": _EX2 + _DIAG_RIGHT.replace(" or (driver >= minimum[build[0]] and cubin)", ""),
+        # sm_90a taken to run on any newer GPU, like PTX (a B200 with sm_90a code only)
+        "arch_specific_forward": _EX2 + _DIAG_RIGHT.replace('if kind == "sm" and (target == capability or',
+                                                            'if kind == "sm" and ((specific and target <= capability) '
+                                                            "or target == capability or"),
+        # PTX JIT taken to work under minor-version compatibility
+        "ptx_minor_version": _EX2 + _DIAG_RIGHT.replace("(driver >= minimum[build[0]] and cubin)",
+                                                        "(driver >= minimum[build[0]])"),
         # versions compared as text: '525.125.06' < '525.60.13'
         "string_versions": _EX2 + _DIAG_RIGHT.replace(
-            "return tuple(int(part) for part in text.split(\".\"))", "return tuple(text.split(\".\"))").replace(
+            "driver = version(re.search", "driver = tuple(re.search").replace(
+            '.group(1))\n    driver_cuda', '.group(1).split("."))\n    driver_cuda').replace(
             "{11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}",
             "{11: (\"450\", \"80\", \"02\"), 12: (\"525\", \"60\", \"13\"), 13: (\"580\",)}").replace(
-            "build[0] not in minimum", "int(build[0]) not in (11, 12, 13)").replace(
-            "minimum[build[0]]", "minimum[int(build[0])]").replace(
             "DRIVER_BRANCH_END_OF_LIFE.get(driver[0]", "DRIVER_BRANCH_END_OF_LIFE.get(int(driver[0])"),
         # the exact minimum driver refused
-        "strict": _EX2 + _DIAG_RIGHT.replace("if driver >= minimum[build[0]]:", "if driver > minimum[build[0]]:"),
+        "strict": _EX2 + _DIAG_RIGHT.replace("driver >= minimum[build[0]]", "driver > minimum[build[0]]"),
         # forward compatibility on any GPU, GeForce included
-        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('report["brand"] != "datacenter"', "False"),
-        # GeForce found by 'RTX' in the name: a workstation RTX A6000 taken for a data-centre GPU
-        "rtx_name": _EX2 + _DIAG_RIGHT.replace('report["brand"] != "datacenter"',
-                                               '"rtx" in report["name"].lower()'),
-        # the driver branch's end of life ignored (R418 with cuda-compat-12-4 accepted)
-        "no_end_of_life": _EX2 + _DIAG_RIGHT.replace('DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= '
-                                                     'report["date"][:7]', "True"),
+        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('machine["brand"] != "datacenter"', "False"),
+        # the driver branch's end of life ignored
+        "no_end_of_life": _EX2 + _DIAG_RIGHT.replace('DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= month',
+                                                     "True"),
         # compiled code only for the GPU's exact capability (no binary compatibility within a major)
-        "exact_arch": _EX2 + _DIAG_RIGHT.replace("target[1] <= capability[1]", "target[1] == capability[1]"),
+        "exact_arch": _EX2 + _DIAG_RIGHT.replace("and target[1] <= capability[1]", "and target[1] == capability[1]"),
         # compiled code for any minor of the major (sm_86 taken to run on 8.0)
-        "any_minor": _EX2 + _DIAG_RIGHT.replace(" and target[1] <= capability[1]", ""),
+        "any_minor": _EX2 + _DIAG_RIGHT.replace("\n                                                      and target[1] <= capability[1])", ")"),
         # PTX ignored
-        "no_ptx": _EX2 + _DIAG_RIGHT.replace('elif kind == "compute" and target <= capability:', "elif False:"),
+        "no_ptx": _EX2 + _DIAG_RIGHT.replace('elif kind == "compute" and not specific and target <= capability:',
+                                             "elif False:"),
         # a newer driver as the fix for everything
         "always_driver": _EX2 + _DIAG_RIGHT.replace('"fix": "compat"', '"fix": "driver"').replace(
             '"fix": "wheel"', '"fix": "driver"'),
     },
     "ex3-solution": {
-        # the visible T4
-        "constant": _EX3 + '''    return 40 * 512 * 1590e6 * 2 if dtype == "float16" else 40 * 64 * 1590e6 * 2
+        # the visible simulated T4's answer
+        "constant": _EX3 + '''    peak = 40 * 512 * 1590e6 * 2
+    return {"peak": peak, "achieved": 30e12, "fraction": 30e12 / peak, "verdict": "plausible"}
 ''',
-        # the course's own derivation at the clock NVML reports
-        "helper": _EX3 + '''    from gpucourse import nvml
-    return nvml.derived_peak(tuple(report["compute_capability"]), report["sms"], report["clocks"]["nvml_max_sm"],
+        # the course's own derivation at the clock NVML reports, and its matmul timer
+        "helper": _EX3 + '''    from gpucourse import hardware, nvml
+    report = gpu.report
+    peak = nvml.derived_peak(tuple(report["compute_capability"]), report["sms"], report["clocks"]["nvml_max_sm"],
                              "float16" if dtype != "float32" else "float32")
+    achieved = hardware.measure_matmul_rate(n, "float32")
+    return {"peak": peak, "achieved": achieved, "fraction": achieved / peak, "verdict": "plausible"}
 ''',
         # the T4's rates for every GPU
-        "visible_only": _EX3 + '''    fmas = 512 if dtype == "float16" else 64
-    return report["sms"] * fmas * report["clocks"]["rated_boost"] * 1e6 * 2
-''',
+        "visible_only": _EX3 + _PEAK_RIGHT.replace("    peak = report", '    fmas = 512 if dtype != "float32" else 64\n'
+                                                   '    clock = report["clocks"]["rated_boost"]\n    peak = report'),
         # the typical mistake: NVML's maximum SM clock, above the rated boost on GeForce cards
         "typical": _EX3 + _PEAK_RIGHT.replace('report["clocks"]["rated_boost"]', 'report["clocks"]["nvml_max_sm"]'),
-        # the H100's Tensor formats at its 1980 MHz boost (v3's first draft)
-        "hopper_boost": _EX3 + _PEAK_RIGHT.replace("if capability == (9, 0):", "if False:"),
-        # Hopper's Tensor clock for float32 too
-        "hopper_everywhere": _EX3 + _PEAK_RIGHT.replace(
-            'clock = report["clocks"]["rated_boost"]', 'clock = HOPPER_TENSOR_CLOCK_MHZ.get(report["name"], '
-            'report["clocks"]["rated_boost"])'),
-        # GeForce found by 'RTX' in the name: an RTX A6000 halved
-        "rtx_name": _EX3 + _PEAK_RIGHT.replace('report["brand"] == "geforce"', '"rtx" in report["name"].lower()'),
-        # GeForce cards taken at the data-centre rate
-        "no_geforce": _EX3 + _PEAK_RIGHT.replace('report["brand"] == "geforce"', "False"),
         # the graphics clock
         "graphics_clock": _EX3 + _PEAK_RIGHT.replace('report["clocks"]["rated_boost"]',
                                                      'report["clocks"]["nvml_max_graphics"]'),
         # the base clock
         "base_clock": _EX3 + _PEAK_RIGHT.replace('report["clocks"]["rated_boost"]', 'report["clocks"]["base"]'),
+        # an unsynchronised timer: the matmul is only queued when the clock stops
+        "no_sync": _EX3 + _PEAK_RIGHT.replace("sync=gpu.synchronize,", ""),
+        # the mean of the repeats: pulled up by slow outliers
+        "mean": _EX3 + _PEAK_RIGHT.replace("result.median_s", "result.mean_s"),
+        # one timed call with no warm-up (the slow first call)
+        "one_cold_call": _EX3 + _PEAK_RIGHT.replace("warmup=2, repeats=9", "warmup=0, repeats=1"),
+        # n^3 FLOPs, an FMA counted once
+        "fma_once": _EX3 + _PEAK_RIGHT.replace("achieved = 2 * n**3", "achieved = n**3"),
+        # the H100's Tensor formats at its 1980 MHz boost
+        "hopper_boost": _EX3 + _PEAK_RIGHT.replace("if capability == (9, 0):", "if False:"),
+        # GeForce cards taken at the data-centre rate
+        "no_geforce": _EX3 + _PEAK_RIGHT.replace('report["brand"] == "geforce"', "False"),
+        # GeForce found by 'RTX' in the name: an RTX A6000 halved
+        "rtx_name": _EX3 + _PEAK_RIGHT.replace('report["brand"] == "geforce"', '"rtx" in report["name"].lower()'),
         # TF32 at the float16 rate
         "tf32_full_rate": _EX3 + _PEAK_RIGHT.replace('(2 if dtype == "tf32" else 1)', "1"),
-        # bfloat16 and TF32 allowed before compute capability 8.0
-        "no_capability_gate": _EX3 + _PEAK_RIGHT.replace("capability < (8, 0)", "False"),
+        # the verdict's floor at a fifth instead of a quarter
+        "floor_fifth": _EX3 + _PEAK_RIGHT.replace("fraction < 0.25", "fraction < 0.2"),
     },
 }
 

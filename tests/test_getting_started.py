@@ -112,19 +112,62 @@ def test_this_machine_outputs() -> None:
 
 
 def test_simulated_matmul_gpu_runs_at_its_rate_and_queues() -> None:
-    from gpucourse.getting_started import SimulatedMatmulGpu
+    from gpucourse.getting_started import SimulatedMatmulGpu, t4_clock_tools
 
-    gpu = SimulatedMatmulGpu(t4_report(), "float16", 30e12)
-    assert gpu.report["name"] == "Tesla T4"
+    gpu = SimulatedMatmulGpu(t4_clock_tools(), "float16", 30e12)
+    assert "Tesla T4" in gpu.tools["deviceQuery"]
     start = gpu.clock()
     gpu.matmul(4096, "float16")
     queued = gpu.clock()
     gpu.synchronize()
     assert queued - start < 1e-3 and gpu.clock() - start == pytest.approx(2 * 4096**3 / 30e12, rel=3e-3)
+    broken = SimulatedMatmulGpu(t4_clock_tools(), "float16", 30e12, broken_sync=True)
+    start = broken.clock()
+    broken.matmul(4096, "float16")
+    broken.synchronize()
+    assert broken.clock() - start < 1e-4  # the planted fault: synchronize() does not wait
+    noisy = SimulatedMatmulGpu(t4_clock_tools(), "float16", 30e12, p_slow=0.2, p_fast=0.2, seed=3)
+    times = []
+    for _ in range(200):
+        start = noisy.clock()
+        noisy.matmul(4096, "float16")
+        noisy.synchronize()
+        times.append(noisy.clock() - start)
+    typical = 2 * 4096**3 / 30e12
+    assert min(times) < 0.7 * typical and max(times) > 2.5 * typical  # outliers both ways
     with pytest.raises(ValueError, match="dtype"):
         gpu.matmul(64, "float32")
     with pytest.raises(ValueError, match="dtype"):
-        SimulatedMatmulGpu(t4_report(), "int8", 1e12)
-    with pytest.raises(TypeError, match="report"):
+        SimulatedMatmulGpu(t4_clock_tools(), "int8", 1e12)
+    with pytest.raises(TypeError, match="tools"):
         SimulatedMatmulGpu(None, "float16", 1e12)
     assert TorchMatmul("cpu", report=t4_report()).report["sms"] == 40
+
+
+def test_clock_tools_print_what_the_tools_print() -> None:
+    from gpucourse.getting_started import clock_tools, machine_clock_tools, t4_clock_tools
+
+    t4 = t4_clock_tools()
+    assert "GPU Max Clock rate:                            1590 MHz (1.59 GHz)" in t4["deviceQuery"]
+    assert "(040) Multiprocessors, (064) CUDA Cores/MP" in t4["deviceQuery"]
+    assert "SW Power Cap                      : Not Active" in t4["nvidia-smi -q"]
+    capped = t4_clock_tools(power_capped=True)["nvidia-smi -q"]
+    assert "SW Power Cap                      : Active" in capped and "SM                                : 990 MHz" in capped
+    rtx = clock_tools("NVIDIA GeForce RTX 4090", "8.9", 128, 128, 2520, 3120, 3105, 2745, 2235, 2235)
+    assert "Max Clocks\n        Graphics                          : 3105 MHz\n        SM              " \
+           "                  : 3120 MHz" in rtx["nvidia-smi -q"]
+    with pytest.raises(ValueError, match="sms"):
+        clock_tools("x", "8.9", 0, 128, 1, 1, 1, 1, 1, 1)
+    if not torch.cuda.is_available():
+        assert machine_clock_tools() is None
+
+
+def test_fake_cuda_renumbers_gpus_like_cuda_visible_devices() -> None:
+    nvml = FakeNvml([FakeGpu("NVIDIA A10", (8, 6), 24 * 2**30)] * 3)
+    cuda = FakeCuda(nvml, visible=[2, 0])
+    assert cuda.device_count() == 2
+    assert str(cuda.get_device_properties(0).uuid) == "00000000-0000-0000-0000-000000000002"
+    cuda.empty(2**20, "cuda:0")
+    assert nvml.extra_used[2] > 0 and nvml.extra_used[0] == 0 and nvml.extra_used[1] == 0
+    with pytest.raises(ValueError, match="visible"):
+        FakeCuda(nvml, visible=[3])

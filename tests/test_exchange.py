@@ -221,7 +221,7 @@ def test_nbgrader_recognises_the_whole_configuration(exchange_route) -> None:
 
 # --------------------------------------------------------------------------- the class report (tools/class_report.py)
 
-EX2_CHECK = "Kaggle's P100 on a cu128 wheel"  # the first check lesson 00's typical ex2 mistake fails
+EX2_CHECK = "Kaggle's P100 (6.0) on a cu128 wheel"  # the first check lesson 00's typical ex2 mistake fails
 
 
 def test_class_report_counts_the_exchange_class(exchange_route) -> None:

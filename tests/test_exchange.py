@@ -221,7 +221,7 @@ def test_nbgrader_recognises_the_whole_configuration(exchange_route) -> None:
 
 # --------------------------------------------------------------------------- the class report (tools/class_report.py)
 
-EX2_CHECK = "Kaggle's P100 on a cu128 wheel"  # the first check lesson 00's typical ex2 mistake fails
+EX2_CHECK = "Kaggle's P100 (6.0) on a cu128 wheel"  # the first check lesson 00's typical ex2 mistake fails
 
 
 def test_class_report_counts_the_exchange_class(exchange_route) -> None:
@@ -242,7 +242,7 @@ def test_class_report_counts_the_exchange_class(exchange_route) -> None:
     assert [cell.grade_id for cell in report.cells] == list(summary)  # notebook order
     ex2_failure = report.cells[1].failures[0]
     assert ex2_failure.message.startswith(f"CheckFailed: {EX2_CHECK}: runs: yours True, expected False\n"
-                                          "  Hint: rules in order: the GPU in the arch list")
+                                          "  Hint: section 4: the driver must know the GPU")
 
 
 def test_class_report_command_prints_and_writes_it(exchange_route, tmp_path, capsys) -> None:

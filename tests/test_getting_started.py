@@ -80,3 +80,94 @@ def test_reports() -> None:
     else:
         mine = machine_report()
         assert mine is not None and mine["sms"] > 0 and mine["arch_list"]
+
+
+def test_tool_outputs_print_what_the_tools_print() -> None:
+    from gpucourse.getting_started import FIRST_CUDA, nvidia_smi_header, t4_outputs, tool_outputs
+
+    t4 = t4_outputs()
+    assert set(t4) == {"nvidia-smi", "compute_cap", "torch.__version__", "torch.cuda.get_arch_list()", "cuda-compat",
+                       "brand"}
+    lines = t4["nvidia-smi"].splitlines()
+    assert lines[0] == "Fri Nov 27 09:41:07 2026" and "Driver Version: 550.54.15" in lines[2]
+    assert "CUDA Version: 12.4" in lines[2] and len(lines[2]) == len(lines[1])
+    assert t4["compute_cap"] == "7.5\n" and t4["torch.__version__"].endswith("+cu126") and t4["cuda-compat"] == ""
+    h100 = tool_outputs("NVIDIA H100 80GB HBM3", "datacenter", "9.0", "535.261.03", "12.2", "2.9.0+cu130",
+                        ["sm_90"], compat="13.0", date="2026-07-01")
+    assert h100["cuda-compat"].startswith("ii  cuda-compat-13-0  580.65.06-1")
+    assert nvidia_smi_header("x", "1.2.3", "12.0", "2026-07-01").startswith("Wed Jul 01")
+    assert FIRST_CUDA[(12, 0)] == (12, 8) and FIRST_CUDA[(9, 0)] == (11, 8)
+    with pytest.raises(ValueError, match="brand"):
+        tool_outputs("x", "laptop", "8.6", "550.54.15", "12.4", "2.4.1+cu124", [])
+
+
+def test_this_machine_outputs() -> None:
+    from gpucourse.getting_started import this_machine_outputs
+
+    mine = this_machine_outputs()
+    if not torch.cuda.is_available():
+        assert mine is None
+    elif mine is not None:
+        assert "Driver Version" in mine["nvidia-smi"] and mine["torch.cuda.get_arch_list()"]
+
+
+def test_simulated_matmul_gpu_runs_at_its_rate_and_queues() -> None:
+    from gpucourse.getting_started import SimulatedMatmulGpu, t4_clock_tools
+
+    gpu = SimulatedMatmulGpu(t4_clock_tools(), "float16", 30e12)
+    assert "Tesla T4" in gpu.tools["deviceQuery"]
+    start = gpu.clock()
+    gpu.matmul(4096, "float16")
+    queued = gpu.clock()
+    gpu.synchronize()
+    assert queued - start < 1e-3 and gpu.clock() - start == pytest.approx(2 * 4096**3 / 30e12, rel=3e-3)
+    broken = SimulatedMatmulGpu(t4_clock_tools(), "float16", 30e12, broken_sync=True)
+    start = broken.clock()
+    broken.matmul(4096, "float16")
+    broken.synchronize()
+    assert broken.clock() - start < 1e-4  # the planted fault: synchronize() does not wait
+    noisy = SimulatedMatmulGpu(t4_clock_tools(), "float16", 30e12, p_slow=0.2, p_fast=0.2, seed=3)
+    times = []
+    for _ in range(200):
+        start = noisy.clock()
+        noisy.matmul(4096, "float16")
+        noisy.synchronize()
+        times.append(noisy.clock() - start)
+    typical = 2 * 4096**3 / 30e12
+    assert min(times) < 0.7 * typical and max(times) > 2.5 * typical  # outliers both ways
+    with pytest.raises(ValueError, match="dtype"):
+        gpu.matmul(64, "float32")
+    with pytest.raises(ValueError, match="dtype"):
+        SimulatedMatmulGpu(t4_clock_tools(), "int8", 1e12)
+    with pytest.raises(TypeError, match="tools"):
+        SimulatedMatmulGpu(None, "float16", 1e12)
+    assert TorchMatmul("cpu", report=t4_report()).report["sms"] == 40
+
+
+def test_clock_tools_print_what_the_tools_print() -> None:
+    from gpucourse.getting_started import clock_tools, machine_clock_tools, t4_clock_tools
+
+    t4 = t4_clock_tools()
+    assert "GPU Max Clock rate:                            1590 MHz (1.59 GHz)" in t4["deviceQuery"]
+    assert "(040) Multiprocessors, (064) CUDA Cores/MP" in t4["deviceQuery"]
+    assert "SW Power Cap                      : Not Active" in t4["nvidia-smi -q"]
+    capped = t4_clock_tools(power_capped=True)["nvidia-smi -q"]
+    assert "SW Power Cap                      : Active" in capped and "SM                                : 990 MHz" in capped
+    rtx = clock_tools("NVIDIA GeForce RTX 4090", "8.9", 128, 128, 2520, 3120, 3105, 2745, 2235, 2235)
+    assert "Max Clocks\n        Graphics                          : 3105 MHz\n        SM              " \
+           "                  : 3120 MHz" in rtx["nvidia-smi -q"]
+    with pytest.raises(ValueError, match="sms"):
+        clock_tools("x", "8.9", 0, 128, 1, 1, 1, 1, 1, 1)
+    if not torch.cuda.is_available():
+        assert machine_clock_tools() is None
+
+
+def test_fake_cuda_renumbers_gpus_like_cuda_visible_devices() -> None:
+    nvml = FakeNvml([FakeGpu("NVIDIA A10", (8, 6), 24 * 2**30)] * 3)
+    cuda = FakeCuda(nvml, visible=[2, 0])
+    assert cuda.device_count() == 2
+    assert str(cuda.get_device_properties(0).uuid) == "00000000-0000-0000-0000-000000000002"
+    cuda.empty(2**20, "cuda:0")
+    assert nvml.extra_used[2] > 0 and nvml.extra_used[0] == 0 and nvml.extra_used[1] == 0
+    with pytest.raises(ValueError, match="visible"):
+        FakeCuda(nvml, visible=[3])

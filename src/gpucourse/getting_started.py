@@ -1,6 +1,8 @@
 """Stand-ins and readers for lesson 00_getting_started: a fake ``torch.cuda`` whose allocations NVML sees
-(:class:`FakeCuda`), a device that times real matmuls with the simulated GPU's interface (:class:`TorchMatmul`), and
-recorded environment reports (:func:`report`, :func:`machine_report` for this machine, :func:`t4_report`).
+(:class:`FakeCuda`), devices that time matmuls (:class:`TorchMatmul` for real ones, :class:`SimulatedMatmulGpu`
+without a GPU), recorded GPU reports (:func:`report`, :func:`machine_report` for this machine, :func:`t4_report`),
+and what the tools print about a machine's driver and wheel (:func:`tool_outputs`, :func:`t4_outputs`,
+:func:`this_machine_outputs`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,19 @@ class FakeTensor:
         return f"FakeTensor(device='{self.device}', nbytes={self.nbytes})"
 
 
+class _Uuid:
+    """A GPU's UUID as ``torch.cuda.get_device_properties(i).uuid`` gives it: ``str()`` prints it without 'GPU-'."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return self._text
+
+
 class FakeCuda:
     """A fake ``torch.cuda`` for the GPUs of a :class:`FakeNvml`: what this process allocated, per GPU.
 
@@ -38,11 +53,15 @@ class FakeCuda:
     SEGMENT = 2 * 2**20
 
     def __init__(self, nvml: FakeNvml, allocated: Iterable[int] = (), reserved: Iterable[int] = (),
-                 current: int = 0, context_bytes: int = 311 * 2**20) -> None:
+                 current: int = 0, context_bytes: int = 311 * 2**20, visible: Iterable[int] | None = None) -> None:
         if not isinstance(nvml, FakeNvml):
             raise TypeError(f"nvml must be a FakeNvml, got {type(nvml).__name__}")
         self._nvml = nvml
-        count = len(nvml._gpus)
+        # CUDA_VISIBLE_DEVICES: CUDA device i is NVML's GPU visible[i] (by default the same numbering)
+        self.visible = list(range(len(nvml._gpus))) if visible is None else list(visible)
+        if sorted(set(self.visible)) != sorted(self.visible) or not set(self.visible) <= set(range(len(nvml._gpus))):
+            raise ValueError(f"visible must list distinct NVML indices below {len(nvml._gpus)}, got {self.visible}")
+        count = len(self.visible)
         self.allocated = list(allocated) or [0] * count
         self.reserved = list(reserved) or list(self.allocated)
         if len(self.allocated) != count or len(self.reserved) != count:
@@ -89,6 +108,15 @@ class FakeCuda:
         """Bytes the caching allocator holds from the driver on the GPU (``torch.cuda.memory_reserved``)."""
         return self.reserved[self._index(device)]
 
+    def get_device_properties(self, device: object = None) -> object:
+        """The GPU's properties: its ``name`` and ``uuid`` (printed without NVML's 'GPU-' prefix, as torch does)."""
+        import types
+
+        nvml_index = self.visible[self._index(device)]
+        gpu = self._nvml._gpus[nvml_index]
+        nvml_uuid = gpu.uuid or f"GPU-00000000-0000-0000-0000-{nvml_index:012d}"  # what nvmlDeviceGetUUID says
+        return types.SimpleNamespace(name=gpu.name, uuid=_Uuid(nvml_uuid.removeprefix("GPU-")))
+
     def synchronize(self, device: object = None) -> None:
         """Wait for the GPU's queued work (nothing is queued on the fake)."""
         self._index(device)
@@ -102,14 +130,15 @@ class FakeCuda:
         if str(device) == "cpu":
             return FakeTensor(torch.device("cpu"), nbytes)
         index = self._index(device)
+        seen_by_nvml = self.visible[index]
         if index not in self._contexts:
             self._contexts.add(index)
-            self._nvml.extra_used[index] += self.context_bytes
+            self._nvml.extra_used[seen_by_nvml] += self.context_bytes
         self.allocated[index] += -(-nbytes // 512) * 512
         if self.allocated[index] > self.reserved[index]:
             grow = -(-(self.allocated[index] - self.reserved[index]) // self.SEGMENT) * self.SEGMENT
             self.reserved[index] += grow
-            self._nvml.extra_used[index] += grow
+            self._nvml.extra_used[seen_by_nvml] += grow
         return FakeTensor(torch.device("cuda", index), nbytes)
 
 
@@ -121,10 +150,12 @@ class TorchMatmul:
     interface as :class:`gpucourse.simulate.SimulatedGPU`.
     """
 
-    def __init__(self, device: object = "cpu") -> None:
+    def __init__(self, device: object = "cpu", report: dict | None = None, tools: dict | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
+        self.report = report  # the GPU's recorded report (machine_report()), None on a CPU
+        self.tools = tools  # what deviceQuery and nvidia-smi print about it (machine_clock_tools()), None on a CPU
         self._matrices: dict[tuple[int, str], tuple] = {}
 
     def matmul(self, n: int, dtype: str = "float32") -> None:
@@ -154,6 +185,176 @@ class TorchMatmul:
         return time.perf_counter()
 
 
+class SimulatedMatmulGpu:
+    """A simulated GPU whose ``dtype`` matmuls run at ``flops_per_s``, described by ``tools`` (what ``deviceQuery``
+    and ``nvidia-smi -q -d CLOCK,PERFORMANCE`` print about it, see :func:`clock_tools`): ``matmul(n, dtype)`` queues
+    one and returns at once, ``synchronize()`` waits for the queue, ``clock()`` reads a simulated host clock (s).
+
+    Each call's time varies by ``jitter`` (relative), and is ``slow`` times longer with probability ``p_slow`` or
+    ``fast`` times shorter with probability ``p_fast``; the first call takes ``init`` times longer (library
+    start-up). ``broken_sync=True`` plants a fault: ``synchronize()`` returns without waiting.
+    """
+
+    def __init__(self, tools: dict, dtype: str, flops_per_s: float, *, jitter: float = 0.0, p_slow: float = 0.0,
+                 slow: float = 3.0, p_fast: float = 0.0, fast: float = 1.6, init: float = 1.0,
+                 broken_sync: bool = False, launch_s: float = 5e-6, seed: int = 0) -> None:
+        import random
+
+        if not (isinstance(tools, dict) and {"deviceQuery", "nvidia-smi -q"} <= set(tools)):
+            raise TypeError("tools must be a dict with 'deviceQuery' and 'nvidia-smi -q' (see clock_tools())")
+        if not flops_per_s > 0:
+            raise ValueError(f"flops_per_s must be positive, got {flops_per_s!r}")
+        self.tools = tools
+        self.dtype = one_of("dtype", dtype, ("float32", "float16", "bfloat16", "tf32"))
+        self._rate, self._jitter, self._launch = float(flops_per_s), jitter, launch_s
+        self._odds = (p_slow, slow, p_fast, fast, init)
+        self._broken = broken_sync
+        self._random = random.Random(seed)
+        self._now = self._busy_until = 1000.0
+        self._calls = 0
+
+    def matmul(self, n: int, dtype: str = "float32") -> None:
+        """Queue one n x n matrix multiply in ``dtype`` (the one this device was set up for)."""
+        n = positive_int("n", n)
+        if dtype != self.dtype:
+            raise ValueError(f"dtype: this simulated GPU times {self.dtype} matmuls, got {dtype!r}")
+        p_slow, slow, p_fast, fast, init = self._odds
+        draw = self._random.random()
+        factor = (1 + self._random.uniform(-self._jitter, self._jitter)) * (
+            slow if draw < p_slow else (1 / fast if draw > 1 - p_fast else 1.0))
+        if self._calls == 0:
+            factor *= init
+        self._calls += 1
+        self._now += self._launch
+        self._busy_until = max(self._busy_until, self._now) + 2 * n**3 / self._rate * factor
+
+    def synchronize(self) -> None:
+        """Wait until the queued matmuls have finished (returns at once when the fault ``broken_sync`` is planted)."""
+        if not self._broken:
+            self._now = max(self._now, self._busy_until)
+        self._now += 1e-6
+
+    def clock(self) -> float:
+        """Seconds on the simulated host clock."""
+        self._now += 1e-7
+        return self._now
+
+
+_DEVICE_QUERY = """Device {index}: "{name}"
+  CUDA Driver Version / Runtime Version          {cuda} / {cuda}
+  CUDA Capability Major/Minor version number:    {major}.{minor}
+  Total amount of global memory:                 {mbytes} MBytes ({bytes} bytes)
+  ({sms:03d}) Multiprocessors, ({cores:03d}) CUDA Cores/MP:    {total} CUDA Cores
+  GPU Max Clock rate:                            {rated:.0f} MHz ({ghz:.2f} GHz)
+  Memory Clock rate:                             {memory:.0f} Mhz
+  Memory Bus Width:                              {bus}-bit
+  L2 Cache Size:                                 {l2} bytes
+"""
+
+_SMI_Q = """
+==============NVSMI LOG==============
+
+Timestamp                                 : {stamp}
+Driver Version                            : {driver}
+CUDA Version                              : {cuda}
+
+Attached GPUs                             : 1
+GPU 00000000:00:04.0
+    Performance State                     : P0
+    Clocks Event Reasons
+        Idle                              : Not Active
+        Applications Clocks Setting       : Not Active
+        SW Power Cap                      : {power_cap}
+        HW Slowdown                       : Not Active
+            HW Thermal Slowdown           : Not Active
+            HW Power Brake Slowdown       : Not Active
+        Sync Boost                        : Not Active
+        SW Thermal Slowdown               : Not Active
+        Display Clock Setting             : Not Active
+    Clocks
+        Graphics                          : {now_graphics:.0f} MHz
+        SM                                : {now_sm:.0f} MHz
+        Memory                            : {memory:.0f} MHz
+        Video                             : {video:.0f} MHz
+    Applications Clocks
+        Graphics                          : {app:.0f} MHz
+        Memory                            : {memory:.0f} MHz
+    Default Applications Clocks
+        Graphics                          : {default_app:.0f} MHz
+        Memory                            : {memory:.0f} MHz
+    Deferred Clocks
+        Memory                            : N/A
+    Max Clocks
+        Graphics                          : {max_graphics:.0f} MHz
+        SM                                : {max_sm:.0f} MHz
+        Memory                            : {memory:.0f} MHz
+        Video                             : {video_max:.0f} MHz
+"""
+
+
+def clock_tools(name: str, compute_capability: str, sms: int, cores_per_sm: int, rated: float, max_sm: float,
+                max_graphics: float, current_sm: float, app: float, default_app: float, *, memory: float = 5001,
+                power_capped: bool = False, memory_gib: float = 15, driver: str = "580.95.05", cuda: str = "13.0",
+                date: str = "2026-11-27") -> dict:
+    """What ``deviceQuery`` and ``nvidia-smi -q -d CLOCK,PERFORMANCE`` print about a GPU under load (clocks in MHz):
+    its rated boost clock (deviceQuery's *GPU Max Clock rate*), NVML's maximum SM and graphics clocks, the current
+    SM clock, the applications clocks, and whether the power cap holds the clock down."""
+    import datetime
+
+    major, _, minor = compute_capability.partition(".")
+    sms, cores_per_sm = positive_int("sms", sms), positive_int("cores_per_sm", cores_per_sm)
+    nbytes = int(memory_gib * 2**30)
+    query = _DEVICE_QUERY.format(index=0, name=name, cuda=cuda, major=int(major), minor=int(minor),
+                                 mbytes=nbytes // 2**20, bytes=nbytes, sms=sms, cores=cores_per_sm,
+                                 total=sms * cores_per_sm, rated=rated, ghz=rated / 1000, memory=memory, bus=256,
+                                 l2=4 * 2**20)
+    stamp = datetime.datetime.strptime(date, "%Y-%m-%d").replace(hour=9, minute=41, second=7)
+    smi = _SMI_Q.format(stamp=stamp.strftime("%a %b %d %H:%M:%S %Y"), driver=driver, cuda=cuda,
+                        power_cap="Active" if power_capped else "Not Active", now_graphics=current_sm,
+                        now_sm=current_sm, memory=memory, video=current_sm * 0.9, app=app, default_app=default_app,
+                        max_graphics=max_graphics, max_sm=max_sm, video_max=max_sm * 0.92)
+    return {"deviceQuery": query, "nvidia-smi -q": smi}
+
+
+def t4_clock_tools(power_capped: bool = False) -> dict:
+    """A Colab T4 under a matmul load as deviceQuery and nvidia-smi print it (an example, not a reading): 40 SMs, a
+    1590 MHz rated boost, 585 MHz default applications clock; power-capped, its SM clock falls to 990 MHz."""
+    return clock_tools("Tesla T4", "7.5", 40, 64, 1590, 1590, 1590, 990 if power_capped else 1590, 1590, 585,
+                       power_capped=power_capped, driver="550.54.15", cuda="12.4")
+
+
+def machine_clock_tools(index: int = 0) -> dict | None:
+    """This machine's GPU ``index``: deviceQuery's lines rebuilt from the CUDA driver's attributes, and what
+    ``nvidia-smi -q -d CLOCK,PERFORMANCE`` prints; None without a GPU or nvidia-smi."""
+    import shutil
+    import subprocess
+
+    try:
+        import torch
+    except ImportError:
+        return None
+    rated = _cuda_clock_mhz(index) if torch.cuda.is_available() else None
+    if rated is None or shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi", "-q", "-d", "CLOCK,PERFORMANCE", "-i", str(index)], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    props = torch.cuda.get_device_properties(index)
+    cores = {8: 128, 9: 128, 10: 128, 12: 128}.get(props.major, 64)  # deviceQuery's table (_ConvertSMVer2Cores)
+    if (props.major, props.minor) == (8, 0):
+        cores = 64
+    query = _DEVICE_QUERY.format(index=index, name=props.name, cuda=torch.version.cuda, major=props.major,
+                                 minor=props.minor, mbytes=props.total_memory // 2**20, bytes=props.total_memory,
+                                 sms=props.multi_processor_count, cores=cores,
+                                 total=props.multi_processor_count * cores, rated=rated, ghz=rated / 1000, memory=0,
+                                 bus=0, l2=getattr(props, "L2_cache_size", 0))
+    return {"deviceQuery": query, "nvidia-smi -q": done.stdout}
+
+
 # --------------------------------------------------------------------------- recorded environment reports
 
 #: End of life of NVIDIA's data-centre driver branches (long-term support and production branches only), from
@@ -162,6 +363,14 @@ class TorchMatmul:
 #: and https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf (R418-R460).
 DRIVER_BRANCH_END_OF_LIFE: dict[int, str] = {418: "2022-03", 440: "2020-11", 450: "2023-07", 460: "2022-01",
                                              535: "2026-06", 580: "2028-06", 595: "2027-03", 620: "2029-09"}
+
+#: The first CUDA release whose driver knows each compute capability (CUDA Toolkit release notes; Blackwell's 10.0 and
+#: 12.0 came with CUDA 12.8: https://docs.nvidia.com/cuda/blackwell-compatibility-guide/). A driver whose CUDA
+#: version (nvidia-smi's "CUDA Version") is older does not run anything on that GPU.
+FIRST_CUDA: dict[tuple[int, int], tuple[int, int]] = {(6, 0): (8, 0), (6, 1): (8, 0), (7, 0): (9, 0),
+                                                      (7, 5): (10, 0), (8, 0): (11, 0), (8, 6): (11, 1),
+                                                      (8, 9): (11, 8), (9, 0): (11, 8), (10, 0): (12, 8),
+                                                      (12, 0): (12, 8)}
 
 #: Hopper's Tensor Core figures use a lower clock than its rated boost (1980 MHz SXM5, 1755 MHz PCIe), by the name
 #: PyTorch reports (H100 whitepaper, Table 3; https://forums.developer.nvidia.com/t/244727): float32 uses the boost.
@@ -238,3 +447,72 @@ def machine_report(index: int = 0) -> dict | None:
     return report(name, brand, (props.major, props.minor), props.multi_processor_count, driver or "unknown",
                   torch.version.cuda or "none", torch.cuda.get_arch_list(), clocks,
                   date=datetime.date.today().isoformat())
+
+
+# --------------------------------------------------------------------------- what the tools print
+
+_SMI = """{date}
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI {driver:<22}Driver Version: {driver:<15}CUDA Version: {cuda:<10}|
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|=========================================+========================+======================|
+|   0  {name:<28}   On  |   00000000:00:04.0 Off |                    0 |
+| N/A   34C    P8              9W /   70W |       1MiB /  15360MiB |      0%      Default |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def nvidia_smi_header(name: str, driver: str, cuda: str, date: str = "2026-11-27") -> str:
+    """The top of ``nvidia-smi``'s output as a machine prints it: the time, the driver and its CUDA version, a GPU."""
+    import datetime
+
+    stamp = datetime.datetime.strptime(date, "%Y-%m-%d").replace(hour=9, minute=41, second=7)
+    return _SMI.format(date=stamp.strftime("%a %b %d %H:%M:%S %Y"), driver=driver, cuda=cuda, name=name[:28])
+
+
+def tool_outputs(name: str, brand: str, compute_capability: str, driver: str, driver_cuda: str, torch_version: str,
+                 arch_list: Iterable[str], compat: str | None = None, date: str = "2026-11-27") -> dict:
+    """What an engineer copies from a machine: nvidia-smi's header, ``nvidia-smi --query-gpu=compute_cap
+    --format=csv,noheader``, ``torch.__version__``, ``torch.cuda.get_arch_list()``, the installed cuda-compat
+    package as ``dpkg -l | grep cuda-compat`` prints it (or ''), and the GPU's market (from its product page)."""
+    brand = one_of("brand", brand, ("datacenter", "workstation", "geforce"))
+    package = "" if compat is None else (
+        f"ii  cuda-compat-{compat.replace('.', '-')}  {driver_for_compat(compat)}-1  amd64  "
+        "CUDA Compatibility Platform\n")
+    return {"nvidia-smi": nvidia_smi_header(name, driver, driver_cuda, date),
+            "compute_cap": f"{compute_capability}\n", "torch.__version__": torch_version,
+            "torch.cuda.get_arch_list()": list(arch_list), "cuda-compat": package, "brand": brand}
+
+
+def driver_for_compat(cuda: str) -> str:
+    """The user-mode driver version a cuda-compat package of CUDA ``cuda`` ships (its package version)."""
+    major, minor = (int(part) for part in cuda.split("."))
+    return {(12, 2): "535.104.05", (12, 4): "550.54.15", (12, 6): "560.35.03", (12, 8): "570.124.06",
+            (12, 9): "575.57.08", (13, 0): "580.65.06"}.get((major, minor), "580.95.05")
+
+
+def t4_outputs() -> dict:
+    """A Colab T4 with a cu126 wheel, as its tools print it (an example, not a reading)."""
+    return tool_outputs("Tesla T4", "datacenter", "7.5", "550.54.15", "12.4", "2.8.0+cu126",
+                        ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
+
+
+def this_machine_outputs() -> dict | None:
+    """This machine's tool outputs (nvidia-smi, torch), or None without a CUDA GPU and nvidia-smi."""
+    from gpucourse.nvml import nvidia_smi
+
+    try:
+        import torch
+    except ImportError:
+        return None
+    smi = nvidia_smi()
+    if not smi or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(0)
+    lower = torch.cuda.get_device_name(0).lower()
+    brand = "geforce" if "geforce" in lower else (
+        "workstation" if ("rtx" in lower or "quadro" in lower) and "server" not in lower else "datacenter")
+    return {"nvidia-smi": smi, "compute_cap": f"{major}.{minor}\n", "torch.__version__": torch.__version__,
+            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": "", "brand": brand}

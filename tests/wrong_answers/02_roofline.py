@@ -41,29 +41,56 @@ _E1_TIMED = '''\
 '''
 
 _E2 = '''\
-def diagnose(profile: dict[str, tuple[float, float, float]], peak_flops: float, bandwidth: float) -> dict[str, str]:
-    """For each layer: 'compute', 'memory', 'overhead' or 'cache', what limits it (section 4)."""
+def diagnose(model, make_input, batch: int, peak_flops: float, bandwidth: float,
+             sync=sync_for(DEVICE), clock=time.perf_counter) -> dict[str, dict[str, str]]:
+    """For each layer of `model` at `batch`: what limits it ('compute', 'memory', 'overhead') and what would help."""
 '''
+_COUNT_ALL = "nbytes((args, kwargs)) + nbytes(result)"
+_TIME = "benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock).median_s"
 
 
-def _diagnose(impossible: str = "measured_s < compute_s", overhead: str = "measured_s > 10 * max(compute_s, memory_s)",
-              compute: str = ">=", cache: str = "<", peak: str = "peak_flops", bw: str = "bandwidth") -> str:
+def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 < 1.5 * t1",
+              overhead: str = "fixed and t1 > 3 * max(compute_s, memory_s)", batch_pays: str = "fixed") -> str:
     """A diagnose() with one rule changed."""
-    return _E2 + f'''    peak_flops, bandwidth = {peak}, {bw}
-    limits = {{}}
-    for name, (flops, nbytes, measured_s) in profile.items():
-        compute_s, memory_s = flops / peak_flops, nbytes / bandwidth
-        if {impossible}:
-            raise ValueError(name)
+    return _E2 + f'''    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils._pytree import tree_leaves
+
+    def nbytes(tree) -> int:
+        return sum(t.numel() * t.element_size() for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {{}}
+            result = func(*args, **kwargs)
+            if not func.is_view:
+                self.total += {count}
+            return result
+
+    counts, times = {{}}, {{}}
+    with torch.no_grad():
+        for n in (batch, 2 * batch):
+            x = make_input(n)
+            for name, layer in model.named_children():
+                if n == batch:
+                    with FlopCounterMode(display=False) as flops, CountBytes() as moved:
+                        layer(x)
+                    counts[name] = (flops.get_total_flops(), moved.total)
+                times[name, n] = {time_call}
+                x = layer(x)
+    report = {{}}
+    for name, (flops, nbytes_moved) in counts.items():
+        compute_s, memory_s = flops / peak_flops, nbytes_moved / bandwidth
+        t1, t2 = times[name, batch], times[name, 2 * batch]
+        fixed = {fixed}
         if {overhead}:
-            limits[name] = "overhead"
-        elif compute_s {compute} memory_s:
-            limits[name] = "compute"
-        elif measured_s {cache} memory_s:
-            limits[name] = "cache"
+            report[name] = {{"limit": "overhead", "remedy": "fewer calls"}}
+        elif compute_s >= memory_s:
+            report[name] = {{"limit": "compute", "remedy": "faster arithmetic"}}
         else:
-            limits[name] = "memory"
-    return limits
+            report[name] = {{"limit": "memory", "remedy": "bigger batch" if {batch_pays} else "fuse"}}
+    return report
 '''
 
 
@@ -153,45 +180,188 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex2-solution": {
-        # the visible answer
-        "constant": _E2 + '''    return {"attention matmul": "compute", "gelu": "memory", "small layer norm": "cache",
-            "bias add, batch 1": "overhead"}
-''',
-        # the package's roofline helpers (off_limits blocks them)
-        "helper": _E2 + '''    from gpucourse import roofline
-
-    limits = {}
-    for name, (flops, nbytes, measured_s) in profile.items():
-        if measured_s < flops / peak_flops:
-            raise ValueError(name)
-        low = roofline.time_lower_bound(flops, nbytes, peak_flops, bandwidth)
-        if measured_s > 10 * low:
-            limits[name] = "overhead"
-        elif roofline.bound(flops / nbytes, peak_flops, bandwidth) == "compute":
-            limits[name] = "compute"
-        else:
-            limits[name] = "cache" if measured_s < nbytes / bandwidth else "memory"
-    return limits
-''',
-        # the visible roof, whatever the device
-        "visible_only": _diagnose(peak="2.0**46", bw="2.0**41"),
-        # v2's rule: no overhead regime, a launch-bound layer is called compute- or memory-bound
-        "typical": _diagnose(overhead="False"),
-        # overhead judged against the FLOP time only: a memory-bound layer looks overhead-bound
-        "overhead_vs_flops": _diagnose(overhead="measured_s > 10 * compute_s"),
-        # overhead judged against the byte time only: a compute-bound layer looks overhead-bound
-        "overhead_vs_bytes": _diagnose(overhead="measured_s > 10 * memory_s"),
-        # the ridge point counted as memory-bound
-        "ridge_memory": _diagnose(compute=">"),
-        # a layer exactly at its DRAM bound called cached
-        "cache_at_bound": _diagnose(cache="<="),
-        # v2's rule: anything faster than its DRAM bound raises
-        "raise_on_cache": _diagnose(impossible="measured_s < max(compute_s, memory_s)"),
-        # an impossible timing caught only on compute-bound layers
-        "raise_only_compute": _diagnose(impossible="compute_s >= memory_s and measured_s < compute_s"),
-        # no check for an impossible timing
-        "no_raise": _diagnose(impossible="False"),
+        # the first visible model's answer
+        "constant": _E2 + """    return {"norm": {"limit": "overhead", "remedy": "fewer calls"}, "up": {"limit": "memory", "remedy": "fuse"},
+            "gelu": {"limit": "memory", "remedy": "fuse"}, "down": {"limit": "compute", "remedy": "faster arithmetic"}}
+""",
+        # the package's roofline helper for the bound (off_limits blocks it)
+        "helper": _diagnose(overhead="fixed and t1 > 3 * __import__('gpucourse').roofline.time_lower_bound("
+                                     "flops, nbytes_moved, peak_flops, bandwidth)"),
+        # the visible devices' roof, whatever roof it is given
+        "visible_only": _diagnose(overhead="fixed and t1 > 3 * max(flops / 1e11, nbytes_moved / 2e9)"),
+        # the lesson's typical mistake: overhead judged from the bound ratio alone, no batch test (a poor kernel,
+        # far above its bound but growing with the batch, is called overhead)
+        "typical": _diagnose(overhead="t1 > 3 * max(compute_s, memory_s)"),
+        # the same at a fixed 10x
+        "ratio_only_10x": _diagnose(overhead="t1 > 10 * max(compute_s, memory_s)"),
+        # a fixed threshold on the time itself: anything under half a millisecond is overhead
+        "absolute_threshold": _diagnose(overhead="t1 < 5e-4"),
+        # only activations counted: the weights' bytes are left out, so a weight-heavy layer looks compute-bound
+        "no_weights": _diagnose(count="nbytes([a for a in args if isinstance(a, torch.Tensor) and a.dim() > 1]"
+                                      "[:1] if func.overloadpacket.__name__ in ('addmm', 'mm') else (args, kwargs)) + nbytes(result)"),
+        # a bigger batch 'pays' whenever the time grows less than 2x
+        "batch_pays_any_saving": _diagnose(batch_pays="t2 < 1.95 * t1"),
+        # no sync: the device's calls return before their work is done
+        "no_sync": _diagnose(time_call="benchmark(lambda: layer(x), warmup=2, repeats=9, clock=clock).median_s"),
+        # the machine's clock instead of the device's
+        "host_clock": _diagnose(time_call="benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync).median_s"),
+        # one timed call, no warm-up: the slow first call lands in it
+        "single_call": _diagnose(time_call="benchmark(lambda: layer(x), warmup=0, repeats=1, sync=sync, "
+                                           "clock=clock).median_s"),
     },
 }
+
+# ---- review r2's wrong answers to Exercise 1 (each was caught)
+_R_COUNT_TOP = _E1 + """    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if not func.is_view:
+                self.total += sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+                if isinstance(result, torch.Tensor):
+                    self.total += result.numel() * result.element_size()
+            return result
+
+    with CountBytes() as counter:
+        outputs = chain(*inputs)
+    outs = outputs if isinstance(outputs, tuple) else (outputs,)
+    moved = {"unfused": counter.total,
+             "fused": sum(t.numel() * t.element_size() for t in list(inputs) + list(outs))}
+""" + _E1_TIMED
+
+_R_STORAGE = _E1 + """    from torch.utils._pytree import tree_leaves
+
+    def nbytes(tree) -> int:
+        return sum(t.untyped_storage().nbytes() for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if not func.is_view:
+                self.total += nbytes((args, kwargs)) + nbytes(result)
+            return result
+
+    with CountBytes() as counter:
+        outputs = chain(*inputs)
+    moved = {"unfused": counter.total, "fused": nbytes(inputs) + nbytes(outputs)}
+""" + _E1_TIMED
+
+_R_SAME_SIZE = _E1 + """    from torch.utils._pytree import tree_leaves
+    size = inputs[0].element_size()
+
+    def nbytes(tree) -> int:
+        return sum(t.numel() * size for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if not func.is_view:
+                self.total += nbytes((args, kwargs)) + nbytes(result)
+            return result
+
+    with CountBytes() as counter:
+        outputs = chain(*inputs)
+    moved = {"unfused": counter.total, "fused": nbytes(inputs) + nbytes(outputs)}
+""" + _E1_TIMED
+
+_R_LAST_OP = _E1 + """    from torch.utils._pytree import tree_leaves
+
+    def nbytes(tree) -> int:
+        return sum(t.numel() * t.element_size() for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+        last = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if not func.is_view:
+                self.total += nbytes((args, kwargs)) + nbytes(result)
+                self.last = nbytes(result)
+            return result
+
+    with CountBytes() as counter:
+        outputs = chain(*inputs)
+    moved = {"unfused": counter.total, "fused": nbytes(inputs) + counter.last}
+""" + _E1_TIMED
+
+_R_MEAN_WARM = _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + """    import time
+
+    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        for _ in range(3):
+            fn(*inputs)
+        sync()
+        times = []
+        for _ in range(15):
+            start = time.perf_counter()
+            fn(*inputs)
+            sync()
+            times.append(time.perf_counter() - start)
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
+                        "measured_s": sum(times) / len(times)}
+    return report
+"""
+
+_R_SYNC_BEFORE = _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + """    import statistics, time
+
+    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        for _ in range(3):
+            fn(*inputs)
+        times = []
+        for _ in range(15):
+            sync()
+            start = time.perf_counter()
+            fn(*inputs)
+            times.append(time.perf_counter() - start)
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
+                        "measured_s": statistics.median(times)}
+    return report
+"""
+
+_R_BATCHED = _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + """    import statistics, time
+
+    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        fn(*inputs)
+        sync()
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(4):
+                fn(*inputs)
+            sync()
+            times.append((time.perf_counter() - start) / 4)
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth,
+                        "measured_s": statistics.median(times)}
+    return report
+"""
+
+_R_NO_WARMUP_MEDIAN = _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + """    report = {}
+    for name, fn in {"unfused": chain, "fused": fuse(chain)}.items():
+        median_s = benchmark(lambda: fn(*inputs), warmup=0, repeats=3, sync=sync).median_s
+        report[name] = {"bytes": moved[name], "bound_s": moved[name] / bandwidth, "measured_s": median_s}
+    return report
+"""
+
+WRONG["ex1-solution"].update({
+    "r2_top_level_args_tensor_result": _R_COUNT_TOP,
+    "r2_storage_nbytes": _R_STORAGE,
+    "r2_first_input_element_size": _R_SAME_SIZE,
+    "r2_fused_last_op_output": _R_LAST_OP,
+    "r2_mean_after_warmup": _R_MEAN_WARM,
+    "r2_sync_before_not_after": _R_SYNC_BEFORE,
+    "r2_batched_calls_median": _R_BATCHED,
+    "r2_no_warmup_median_of_3": _R_NO_WARMUP_MEDIAN,
+})
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -12,6 +12,8 @@ tests/test_reference.py refuse an entry that lacks one, and a topic without an e
 - ``date``: when the source published or measured it: ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``.
 - ``figure``: the measurement in one sentence a learner reads; ``why``: what explains it.
 - ``source``: author and title; ``url``: its public address.
+- ``label`` (optional): a short name for the figure's row when ``reference.show(topic, compact=True)`` prints a
+  topic as one table.
 """
 
 from __future__ import annotations

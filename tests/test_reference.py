@@ -335,6 +335,33 @@ def test_show_runs_for_every_topic_on_the_shipped_files(capsys, topic):
     assert err == "" and out.strip()
 
 
+def test_show_compact_prints_one_table_with_each_figure_and_the_shared_source_once(capsys):
+    published = [entry for entry in reference.PUBLIC if entry["topic"] == "matmul_kernels"]
+    reference.show("matmul_kernels", compact=True)
+    out, err = capsys.readouterr()
+    assert err == "" and "| measurement | figure |" in out
+    assert out.count(published[0]["url"]) == 1 and "Published measurement on " not in out
+    for entry in published:
+        assert entry["label"] in out and f"{entry['value']:,g} {entry['unit']}" in out
+
+
+def test_public_table_gives_each_row_what_the_figures_do_not_share(capsys):
+    entries = [entry for entry in reference.PUBLIC if entry["topic"] == "matmul"][:2]
+    reference.public_table(entries)
+    out, _ = capsys.readouterr()
+    assert "| device |" in out and all(entry["url"] in out and entry["figure"] in out for entry in entries)
+
+
+def test_show_and_public_table_refuse_bad_arguments():
+    with pytest.raises(TypeError, match="compact"):
+        reference.show("matmul_kernels", compact="yes")
+    with pytest.raises(ValueError, match="entries"):
+        reference.public_table([])
+    entry = dict(next(e for e in reference.PUBLIC if e["topic"] == "histogram"), label=" ")
+    with pytest.raises(ValueError, match="label"):
+        reference.check_public_entry(entry)
+
+
 def test_every_topic_is_shown_by_at_least_one_lesson():
     """Each topic's published figures reach a learner: some lesson calls reference.show on it."""
     root = Path(__file__).resolve().parents[1]
@@ -343,7 +370,7 @@ def test_every_topic_is_shown_by_at_least_one_lesson():
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] == "code":
                 source = "".join(cell["source"])
-                shown |= set(re.findall(r"""reference\.show\(\s*["'](\w+)["']\s*\)""", source))
+                shown |= set(re.findall(r"""reference\.show\(\s*["'](\w+)["']\s*(?:,\s*compact\s*=\s*\w+\s*)?\)""", source))
     missing = sorted(set(reference.TOPICS + reference.PUBLIC_ONLY_TOPICS) - shown)
     assert not missing, f"no lesson shows the published figures on {missing}"
     assert not shown - set(reference.TOPICS + reference.PUBLIC_ONLY_TOPICS)

@@ -108,6 +108,18 @@ def _tiled(load_a: str, load_b: str, barrier_1: str = "cuda.syncthreads()", barr
 ''' + _EX1_TAIL
 
 
+def _tiled_body(body: str) -> str:
+    """A tiled matmul kernel with the given body."""
+    return _EX1_HEAD + body + _EX1_TAIL
+
+
+_STD_HEAD = '''\
+        tile_a = cuda.shared.array((tile, tile), float32)
+        tile_b = cuda.shared.array((tile, tile), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+'''
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # Right numbers, but the inner loop reads global memory (2k reads per thread): over the tiled budget.
@@ -177,6 +189,104 @@ WRONG: dict[str, dict[str, str]] = {
         "off_by_one_guard": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else 0.0",
                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else 0.0",
                                    guard="row <= C.shape[0] and col <= C.shape[1]"),
+        # ---- from review 2 (a fresh reviewer) ----
+        # Shared tiles sized for the visible tile 8: right for every tile <= 8 (all the tests use 2, 4, 8), but tile 16
+        # (the timing cell) or 32 (the written answer) indexes past the shared arrays.
+        "rev_fixed_tile8": _EX1_HEAD + """\
+        tile_a = cuda.shared.array((8, 8), float32)
+        tile_b = cuda.shared.array((8, 8), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        acc = float32(0.0)
+        for step in range((A.shape[1] + tile - 1) // tile):
+            k = step * tile + tx
+            tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)
+            k = step * tile + ty
+            tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)
+            cuda.syncthreads()
+            for kk in range(tile):
+                acc += tile_a[ty, kk] * tile_b[kk, tx]
+            cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+""" + _EX1_TAIL,
+        # Loads guarded on k only: rows of A past n and columns of B past m are read (out of bounds on a GPU);
+        # the values only feed elements of C that are never written.
+        "rev_no_row_guard": _tiled("tile_a[ty, tx] = A[row, k] if k < A.shape[1] else float32(0.0)",
+                                   "tile_b[ty, tx] = B[k, col] if k < B.shape[0] else float32(0.0)"),
+        # Threads outside C return before the first barrier (the CUDA C habit).
+        "rev_early_return": _tiled_body(_STD_HEAD + '''\
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        if row >= C.shape[0] or col >= C.shape[1]:
+            return
+        acc = float32(0.0)
+        for step in range((A.shape[1] + tile - 1) // tile):
+            k = step * tile + tx
+            tile_a[ty, tx] = A[row, k] if k < A.shape[1] else float32(0.0)
+            k = step * tile + ty
+            tile_b[ty, tx] = B[k, col] if k < B.shape[0] else float32(0.0)
+            cuda.syncthreads()
+            for kk in range(tile):
+                acc += tile_a[ty, kk] * tile_b[kk, tx]
+            cuda.syncthreads()
+        C[row, col] = acc
+'''),
+        # Floor division for the number of k steps: the last partial tile along k is dropped.
+        "rev_floor_steps": _tiled_body(_STD_HEAD + '''\
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        acc = float32(0.0)
+        for step in range(A.shape[1] // tile):
+            k = step * tile + tx
+            tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)
+            k = step * tile + ty
+            tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)
+            cuda.syncthreads()
+            for kk in range(tile):
+                acc += tile_a[ty, kk] * tile_b[kk, tx]
+            cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+'''),
+        # Right values and read count, but the tiles are loaded with tx walking DOWN a column of A and of B:
+        # every warp-wide tile load is strided (lesson 04), up to 8x the sectors at tile 32 on a GPU.
+        "rev_uncoalesced_loads": _tiled_body(_STD_HEAD + '''\
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        acc = float32(0.0)
+        for step in range((A.shape[1] + tile - 1) // tile):
+            a_row = cuda.blockIdx.y * tile + tx
+            a_k = step * tile + ty
+            tile_a[tx, ty] = A[a_row, a_k] if a_row < A.shape[0] and a_k < A.shape[1] else float32(0.0)
+            b_k = step * tile + tx
+            b_col = cuda.blockIdx.x * tile + ty
+            tile_b[tx, ty] = B[b_k, b_col] if b_k < B.shape[0] and b_col < B.shape[1] else float32(0.0)
+            cuda.syncthreads()
+            for kk in range(tile):
+                acc += tile_a[ty, kk] * tile_b[kk, tx]
+            cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+'''),
+        # x along the rows of C (row from blockIdx.x): right on the visible square case only.
+        "rev_swapped_xy": _tiled_body(_STD_HEAD + '''\
+        row = cuda.blockIdx.x * tile + tx
+        col = cuda.blockIdx.y * tile + ty
+        acc = float32(0.0)
+        for step in range((A.shape[1] + tile - 1) // tile):
+            k = step * tile + ty
+            tile_a[tx, ty] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)
+            k = step * tile + tx
+            tile_b[tx, ty] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)
+            cuda.syncthreads()
+            for kk in range(tile):
+                acc += tile_a[tx, kk] * tile_b[kk, ty]
+            cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+'''),
     },
     "ex2-solution": {
         # A plain += on the shared histogram (the answer that passed v2): right when the threads of a block run one
@@ -232,6 +342,11 @@ WRONG: dict[str, dict[str, str]] = {
             if private[b] > 0:
                 cuda.atomic.add(counts, b, private[b])
 ''' + _EX2_TAIL,
+        # ---- from review 2 ----
+        # The private histogram sized by the block, not the bins.
+        "rev_private_threads": _histogram(size="threads"),
+        # Every thread merges every bin: threads x bins global atomics per block.
+        "rev_merge_everything": _histogram(merge_loop="for b in range(bins):"),
     },
     "ex3-solution": {
         # No shared memory: each thread copies x[i, j] to out[j, i] directly. The reads walk along rows of x, but a
@@ -268,6 +383,42 @@ WRONG: dict[str, dict[str, str]] = {
         # Guards written with <=: a thread at row == rows reads past the end of x.
         "off_by_one_guard": _transpose(read_guard="row <= x.shape[0] and col <= x.shape[1]",
                                        write_guard="out_row <= out.shape[0] and out_col <= out.shape[1]"),
+        # ---- from review 2 ----
+        # Padding of 2 words: tile[tx, r] lands in bank (2 tx + r) mod 32, a 2-way conflict.
+        "rev_pad34": _transpose(columns="34"),
+        # The padding on the wrong axis: (33, 32) rows, still 32-way down a column.
+        "rev_pad_rows": _EX3_HEAD + '''\
+        tile = cuda.shared.array((33, 32), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * 32 + tx
+        for r in range(ty, 32, 4):
+            row = cuda.blockIdx.y * 32 + r
+            if row < x.shape[0] and col < x.shape[1]:
+                tile[r, tx] = x[row, col]
+        cuda.syncthreads()
+        out_col = cuda.blockIdx.y * 32 + tx
+        for r in range(ty, 32, 4):
+            out_row = cuda.blockIdx.x * 32 + r
+            if out_row < out.shape[0] and out_col < out.shape[1]:
+                out[out_row, out_col] = tile[tx, r]
+''' + _EX3_TAIL,
+        # Reads x down columns into the tile (tile[tx, r] = x[by*32 + tx, bx*32 + r]) and writes rows of out: the
+        # writes are coalesced, the reads strided.
+        "rev_strided_reads": _EX3_HEAD + '''\
+        tile = cuda.shared.array((32, 33), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        for r in range(ty, 32, 4):
+            row = cuda.blockIdx.y * 32 + tx
+            col = cuda.blockIdx.x * 32 + r
+            if row < x.shape[0] and col < x.shape[1]:
+                tile[tx, r] = x[row, col]
+        cuda.syncthreads()
+        out_col = cuda.blockIdx.y * 32 + tx
+        for r in range(ty, 32, 4):
+            out_row = cuda.blockIdx.x * 32 + r
+            if out_row < out.shape[0] and out_col < out.shape[1]:
+                out[out_row, out_col] = tile[tx, r]
+''' + _EX3_TAIL,
     },
 }
 

@@ -81,6 +81,9 @@ PUBLIC_FIELDS: dict[str, object] = {
     "figure": str, "why": str, "source": str, "url": str}
 """The fields every published measurement holds, and their types."""
 
+PUBLIC_OPTIONAL_FIELDS: dict[str, object] = {"label": str}
+"""Fields a published measurement may hold: ``label``, a short name for its row in ``show(topic, compact=True)``."""
+
 UNITS = ("TFLOP/s", "PFLOP/s", "GFLOP/s", "GB/s", "s", "ms", "us", "min", "h", "MHz", "W", "x", "%", "images/s",
          "tokens/s", "bytes")
 """The units a published figure may carry (``x`` for a speed-up ratio, ``%`` for a share or an improvement)."""
@@ -200,9 +203,12 @@ def check_public_entry(entry: object, where: str = "published measurement") -> d
     """Return ``entry`` if it is a complete published measurement, else raise ValueError naming ``where`` and the fault."""
     if not isinstance(entry, dict):
         raise ValueError(f"{where} must be a dict, got {type(entry).__name__}")
-    unknown = sorted(set(entry) - set(PUBLIC_FIELDS))
+    unknown = sorted(set(entry) - set(PUBLIC_FIELDS) - set(PUBLIC_OPTIONAL_FIELDS))
     if unknown:
-        raise ValueError(f"{where} has unknown field(s) {unknown}: the fields are {list(PUBLIC_FIELDS)}")
+        raise ValueError(f"{where} has unknown field(s) {unknown}: the fields are {list(PUBLIC_FIELDS)}, "
+                         f"optionally {list(PUBLIC_OPTIONAL_FIELDS)}")
+    if "label" in entry and not (isinstance(entry["label"], str) and entry["label"].strip()):
+        raise ValueError(f"{where}: label must be a non-empty str, got {entry['label']!r}")
     for field, expected in PUBLIC_FIELDS.items():
         value = entry.get(field)
         if field not in entry or value is None or (isinstance(value, str) and not value.strip()):
@@ -344,9 +350,41 @@ def public_text(entry: dict) -> str:
                       for i, line in enumerate(lines))
 
 
-def show(topic: str) -> None:
-    """Print the course's recorded GPU measurements on ``topic`` (labelled), then published ones with their sources."""
+def public_table(entries: list[dict]) -> None:
+    """Published measurements as one table: a row per figure (its label and value), what they share said once."""
+    from gpucourse.plots import show_table
+
+    if not isinstance(entries, (list, tuple)) or not entries:
+        raise ValueError("entries must be a non-empty list of published measurements")
+    entries = [check_public_entry(entry) for entry in entries]
+    shared = [field for field in ("device", "date", "precision", "conditions", "source", "url")
+              if len({entry[field] for entry in entries}) == 1]
+    first = entries[0]
+    where = ", ".join(first[field] for field in ("device", "date") if field in shared)
+    head = [f"Published measurements{f' on {where}' if where else ''}, from their source, not measured by the course."]
+    head += [f"{field.capitalize()}: {first[field]}." for field in ("precision", "conditions") if field in shared]
+    print(textwrap.fill(" ".join(head), width=116, break_on_hyphens=False, break_long_words=False))
+    varying = [field for field in ("device", "date", "precision", "conditions") if field not in shared]
+    rows = [[entry.get("label", entry["figure"]), f"{entry['value']:,g} {entry['unit']}"]
+            + [entry[field] for field in varying] for entry in entries]
+    sourced = "source" in shared and "url" in shared
+    if not sourced:
+        rows = [row + [f"{entry['source']}, {entry['url']}"] for row, entry in zip(rows, entries)]
+    show_table(["measurement", "figure", *varying] + ([] if sourced else ["source"]), rows)
+    if sourced:
+        print(textwrap.fill(f"source: {first['source']}, {first['url']}", width=116, break_on_hyphens=False,
+                            break_long_words=False))
+
+
+def show(topic: str, compact: bool = False) -> None:
+    """Print the course's recorded GPU measurements on ``topic`` (labelled), then published ones with their sources.
+
+    With ``compact``, the published ones form one table (label and value per row, their shared conditions and
+    source said once) instead of a paragraph each.
+    """
     topic = _topic(topic)
+    if not isinstance(compact, bool):
+        raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
     records = [data for data in recorded() if topic in data["figures"]]
     published = [entry for entry in PUBLIC if entry["topic"] == topic]
     if not records and topic in TOPICS:
@@ -356,5 +394,8 @@ def show(topic: str) -> None:
     for data in records:
         print(label(data, topic) + ":")
         print(table(topic, data["figures"][topic]["rows"]))
+    if compact and published:
+        public_table(published)
+        return
     for entry in published:
         print(public_text(entry))

@@ -449,16 +449,16 @@ WRONG: dict[str, dict[str, str]] = {
     return (flops / statistics.median(s for _, s in series[:15]),
             flops / statistics.median(s for _, s in series[-max(1, len(series) // 10):]))
 """,
-        # A change point found with a running median of 9 calls and a 5% threshold: too few calls per window on a
-        # noisy device (the boost "ends" on a noisy stretch).
-        "short_running_median": _EX3_HEAD + _EX3_SERIES + """\
+        # Sorts calls by rate instead of by time: above the midpoint between the start and end levels is burst,
+        # below it sustained. The calls of a gradual fall are counted as one or the other.
+        "midpoint_split": _EX3_HEAD + _EX3_SERIES + """\
     rates = [flops / s for _, s in series]
-    w = 9
-    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
-    first, last = smooth[0], smooth[-1]
-    until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.95 * first), len(rates))
-    since = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.05 * last), default=0)
-    return statistics.median(rates[:until]), statistics.median(rates[since:])
+    start_level, end_level = statistics.median(rates[:15]), statistics.median(rates[-15:])
+    if start_level - end_level < 0.05 * start_level:
+        return statistics.median(rates), statistics.median(rates)
+    middle = (start_level + end_level) / 2
+    return (statistics.median(r for r in rates if r > middle),
+            statistics.median(r for r in rates if r <= middle))
 """,
         # Means instead of medians: every hiccup drags the rates down.
         "mean": _EX3_HEAD + _EX3_SERIES + '''\

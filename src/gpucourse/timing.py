@@ -137,8 +137,13 @@ def _cuda_event_times(fn: Callable[[], object], repeats: int, sync: Callable[[],
     """Time ``repeats`` back-to-back calls with CUDA events: one event between consecutive calls, one wait at the end.
 
     The calls are queued one after the other with no wait in between, as a training loop runs them, so each interval
-    is one call's time on the GPU's clock with the cache as the previous call left it (the steady-state time, not
-    a cold-cache one). ``sync()`` runs once, after the last event, for any other stream the work used.
+    is one call's time on the GPU's clock with the cache as the previous call left it. Caveats:
+    (a) a steady-state, warm-cache time (no L2 flush, unlike lesson 03's exercise or ``do_bench``); (b) when ``fn`` is
+    launch-bound, an interval is the host's issue period, GPU idle time included, not kernel time; (c) the first
+    interval includes one launch latency (the GPU is idle after the warm-up's sync): the median absorbs it, one or
+    two repeats do not; (d) the events time the current stream only: ``sync()``, run once after the last event,
+    waits for other streams but does not time them; (e) ``torch.cuda.Event`` creates its CUDA event on its first
+    ``record()``, so that microsecond-level host cost stays inside the loop.
     """
     import torch
 

@@ -494,4 +494,103 @@ WRONG: dict[str, dict[str, str]] = {
     },
 }
 
+# Review 3's wrong answers (rv_*).
+MINE: dict[str, dict[str, str]] = {
+    "ex1-solution": {
+        # A1: flush after each timed call: the first timed call follows the warm-up unflushed.
+        "rv_flush_after": _EX1_HEAD + _EX1_EVENTS + """\
+    for start, end in zip(starts, ends):
+        start.record()
+        fn()
+        end.record()
+        scratch.zero_()
+    cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+        # A2: one pair of events re-recorded each call, all read at the end: every reading is the last call.
+        "rv_reuse_pair": _EX1_HEAD + """\
+    for _ in range(warmup):
+        fn()
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    pairs = []
+    for _ in range(repeats):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+    cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+""",
+        # A3: warm-up count off by one (range(warmup - 1)) but one extra timed call, so the total count is right.
+        "rv_warmup_off_by_one": _EX1_HEAD + """\
+    for _ in range(warmup - 1):
+        fn()
+    starts = [cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+    ends = [cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+    },
+    "ex3-solution": {
+        # A4: level bands: burst = calls within 5% of the start level, sustained = calls within 5% of the end level.
+        "rv_level_bands": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    hi, lo = statistics.median(rates[:15]), statistics.median(rates[-15:])
+    return (statistics.median(r for r in rates if abs(r - hi) <= 0.05 * hi),
+            statistics.median(r for r in rates if abs(r - lo) <= 0.05 * lo))
+""",
+        # A5: the plateau of a running median: max and min of the smoothed curve.
+        "rv_smoothed_extremes": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    return max(smooth), min(smooth)
+""",
+        # A6: settled from the FIRST window within 4% of the end level (the model answer uses the last one above it).
+        "rv_first_settle": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.96 * first), len(rates))
+    settled_from = next((i + w // 2 for i, r in enumerate(smooth) if r <= 1.04 * last), 0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+""",
+        # A7: boost end detected on raw calls (first call 8% below the first call's rate): an outlier ends it early.
+        "rv_raw_threshold": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    end_ = next((i for i, r in enumerate(rates) if r < 0.92 * rates[0]), len(rates))
+    start_ = max((i + 1 for i, r in enumerate(rates) if r > 1.08 * rates[-1]), default=0)
+    return statistics.median(rates[:max(end_, 1)]), statistics.median(rates[min(start_, len(rates) - 1):])
+""",
+    },
+}
+
+MINE["ex3-solution"]["rv_start_after_launch"] = _EX3_HEAD + """\
+    gpu.matmul(n)
+    gpu.synchronize()
+    rates = []
+    start = gpu.clock()
+    while gpu.clock() - start < duration_s:
+        gpu.matmul(n)
+        before = gpu.clock()  # read after the launch returns: the launch is left out
+        gpu.synchronize()
+        rates.append(2 * n**3 / (gpu.clock() - before))
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.96 * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.04 * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+"""
+
+for _grade_id, _answers in MINE.items():
+    WRONG[_grade_id].update(_answers)
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -552,16 +552,6 @@ MINE: dict[str, dict[str, str]] = {
     smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
     return max(smooth), min(smooth)
 """,
-        # A6: settled from the FIRST window within 4% of the end level (the model answer uses the last one above it).
-        "rv_first_settle": _EX3_HEAD + _EX3_SERIES + """\
-    rates = [flops / s for _, s in series]
-    w = 21
-    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
-    first, last = smooth[0], smooth[-1]
-    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.96 * first), len(rates))
-    settled_from = next((i + w // 2 for i, r in enumerate(smooth) if r <= 1.04 * last), 0)
-    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
-""",
         # A7: boost end detected on raw calls (first call 8% below the first call's rate): an outlier ends it early.
         "rv_raw_threshold": _EX3_HEAD + _EX3_SERIES + """\
     rates = [flops / s for _, s in series]
@@ -572,6 +562,8 @@ MINE: dict[str, dict[str, str]] = {
     },
 }
 
+# rv_first_settle (settled from the first window within 4% of the end level) was left out: review 3 judged it
+# borderline, not clearly wrong, and it passes the graded devices.
 MINE["ex3-solution"]["rv_start_after_launch"] = _EX3_HEAD + """\
     gpu.matmul(n)
     gpu.synchronize()

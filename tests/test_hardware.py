@@ -390,7 +390,7 @@ def test_reconcile_peak_rejects_a_bad_measurement_naming_it(measured, error):
 
 def fake_benchmark(calls):
     """A stand-in for timing.benchmark: runs fn once, records the arguments, says every call took 1 ms."""
-    def run(fn, *, warmup=2, repeats=10, sync=None):
+    def run(fn, *, warmup=2, repeats=10, sync=None, device=None):
         fn()
         calls.append({"warmup": warmup, "repeats": repeats, "sync": sync})
         return BenchmarkResult(times_s=(0.001,) * repeats, warmup=warmup)

@@ -323,19 +323,19 @@ def fake_cuda(monkeypatch, no_gpu):
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:0"])
-def test_benchmark_on_a_cuda_device_times_with_events_between_record_calls(fake_cuda, device):
+def test_benchmark_on_a_cuda_device_times_back_to_back_calls_between_events(fake_cuda, device):
     rec = Recorder(sleep_s=0.003)
     result = benchmark(rec.fn, warmup=2, repeats=3, device=device)
     assert result.clock == "cuda events" and rec.calls == 5 and len(result.times_s) == 3
     assert all(0.0029 <= t < 0.05 for t in result.times_s), "elapsed_time is in ms: the result must be in s"
-    assert FakeCudaEvent.log == ["device sync"] + ["record", "record", "event sync", "device sync"] * 3
+    assert FakeCudaEvent.log == ["device sync"] + ["record"] * 4 + ["event sync", "device sync"]
     assert [str(d) for d in fake_cuda] == [device]
 
 
 def test_benchmark_on_a_cuda_device_uses_a_given_sync_instead_of_the_device_sync(fake_cuda):
     rec = Recorder()
     benchmark(rec.fn, warmup=1, repeats=2, sync=rec.sync, device="cuda")
-    assert rec.events == ["fn", "sync", "fn", "sync", "fn", "sync"]
+    assert rec.events == ["fn", "sync", "fn", "fn", "sync"]
     assert "device sync" not in FakeCudaEvent.log
 
 
@@ -552,7 +552,7 @@ def test_plot_repeats_rejects_bad_arguments():
         plot_repeats([(1.0, "x")])
 
 
-# --------------------------------------------------------------------------- a given clock; rate over time
+# --------------------------------------------------------------------------- a given clock
 
 def test_benchmark_reads_the_clock_it_is_given():
     from gpucourse.simulate import SimulatedGPU
@@ -562,18 +562,3 @@ def test_benchmark_reads_the_clock_it_is_given():
     assert result.times_s == pytest.approx((0.1, 0.2, 0.3))
     with pytest.raises(TypeError, match="^clock"):
         benchmark(lambda: None, clock=3)
-
-
-def test_rate_over_time_shows_the_clock_dropping():
-    from gpucourse.simulate import SimulatedGPU
-    from gpucourse.timing import rate_over_time
-
-    with SimulatedGPU(kernel_s=0.1, init_s=0.5, launch_s=0.0, simulated_clock=True, boost_s=0.5,
-                      sustained_fraction=0.5) as gpu:
-        series = rate_over_time(gpu.launch, duration_s=2.0, sync=gpu.synchronize, clock=gpu.clock)
-    seconds = [s for _, s in series]
-    assert seconds[:4] == pytest.approx([0.1] * 4) and seconds[-1] == pytest.approx(0.2)
-    assert series[-1][0] >= 2.0 and all(a[0] < b[0] for a, b in zip(series, series[1:]))
-    with pytest.raises(ValueError, match="^duration_s"):
-        rate_over_time(lambda: None, duration_s=0)
-    assert len(rate_over_time(lambda: None, duration_s=10.0, clock=lambda: 0.0, max_calls=5)) == 5

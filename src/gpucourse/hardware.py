@@ -431,7 +431,7 @@ def _torch_dtype(torch, dtype: str):
 
 def measure_matmul_rate(n: int = 1024, dtype: str = "float32", backend: str = "numpy",
                         device: str = "cpu", repeats: int = 5) -> float:
-    """Measure FLOP/s of an n x n matrix multiply (median of ``repeats`` after warm-up, synchronised)."""
+    """Measure FLOP/s of an n x n matrix multiply (median of ``repeats`` after warm-up; CUDA events on a GPU)."""
     n = positive_int("n", n)
     repeats = positive_int("repeats", repeats)
     backend = one_of("backend", backend, ("numpy", "torch"))
@@ -454,7 +454,7 @@ def measure_matmul_rate(n: int = 1024, dtype: str = "float32", backend: str = "n
         generator = torch.Generator().manual_seed(0)
         a = torch.randn(n, n, generator=generator).to(device=device, dtype=_torch_dtype(torch, dtype))
         b = torch.randn(n, n, generator=generator).to(device=device, dtype=_torch_dtype(torch, dtype))
-        result = benchmark(lambda: a @ b, warmup=2, repeats=repeats, sync=sync)
+        result = benchmark(lambda: a @ b, warmup=2, repeats=repeats, sync=sync, device=device)
     return 2 * n**3 / result.median_s
 
 

@@ -134,29 +134,38 @@ def _host_times(fn: Callable[[], object], repeats: int, sync: Callable[[], None]
 
 
 def _cuda_event_times(fn: Callable[[], object], repeats: int, sync: Callable[[], None], device: object) -> list[float]:
-    """Time each call with a pair of CUDA events recorded on the device's current stream."""
+    """Time ``repeats`` back-to-back calls with CUDA events: one event between consecutive calls, one wait at the end.
+
+    The calls are queued one after the other with no wait in between, as a training loop runs them, so each interval
+    is one call's time on the GPU's clock with the cache as the previous call left it. Caveats:
+    (a) a steady-state, warm-cache time (no L2 flush, unlike lesson 03's exercise or ``do_bench``); (b) when ``fn`` is
+    launch-bound, an interval is the host's issue period, GPU idle time included, not kernel time; (c) the first
+    interval includes one launch latency (the GPU is idle after the warm-up's sync): the median absorbs it, one or
+    two repeats do not; (d) the events time the current stream only: ``sync()``, run once after the last event,
+    waits for other streams but does not time them; (e) ``torch.cuda.Event`` creates its CUDA event on its first
+    ``record()``, so that microsecond-level host cost stays inside the loop.
+    """
     import torch
 
-    times = []
     with torch.cuda.device(torch.device(str(device))):
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+        marks[0].record()
+        for mark in marks[1:]:
             fn()
-            end.record()
-            end.synchronize()  # wait until the GPU has reached the end event
-            sync()  # and for any other stream the work used
-            times.append(start.elapsed_time(end) / 1e3)  # elapsed_time is in milliseconds
-    return times
+            mark.record()
+        marks[-1].synchronize()  # wait until the GPU has reached the last event
+        sync()
+    return [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]  # elapsed_time is in milliseconds
 
 
 def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,
               sync: Callable[[], None] | None = None, device: object = None,
               clock: Callable[[], float] | None = None) -> BenchmarkResult:
-    """Time ``fn()``: ``warmup`` untimed calls, a sync, then ``repeats`` timed calls, each closed by ``sync()``.
+    """Time ``fn()``: ``warmup`` untimed calls, a sync, then ``repeats`` timed calls.
 
     With ``device`` (a str or torch.device, e.g. ``hardware.pick_device()``) the sync defaults to that device's,
-    and on a CUDA device each call is timed with CUDA events; otherwise with ``clock`` (default
+    and on a CUDA device the calls run back to back, timed with CUDA events between them, and ``sync()`` runs
+    once at the end; otherwise each call is closed by ``sync()`` and timed with ``clock`` (default
     ``time.perf_counter``; a simulated GPU's ``clock`` gives exact, noise-free times). Lesson: 03_timing.
     """
     if not callable(fn):
@@ -177,37 +186,6 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10,
         return BenchmarkResult(times_s=tuple(_cuda_event_times(fn, repeats, sync, device)), warmup=warmup,
                                clock="cuda events")
     return BenchmarkResult(times_s=tuple(_host_times(fn, repeats, sync, clock or time.perf_counter)), warmup=warmup)
-
-
-def rate_over_time(fn: Callable[[], object], *, duration_s: float, sync: Callable[[], None] | None = None,
-                   clock: Callable[[], float] | None = None, warmup: int = 1,
-                   max_calls: int = 100_000) -> list[tuple[float, float]]:
-    """Call ``fn()`` back to back for ``duration_s``; return (seconds since the start, seconds of the call) per call.
-
-    Each call is closed by ``sync()`` and timed with ``clock`` (default ``time.perf_counter``), after ``warmup``
-    untimed calls: the series shows a clock that drops under sustained load (burst vs sustained). Lesson: 03_timing.
-    """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    duration_s = positive_number("duration_s", duration_s)
-    warmup = non_negative_int("warmup", warmup)
-    max_calls = positive_int("max_calls", max_calls)
-    sync = _no_sync if sync is None else sync
-    clock = time.perf_counter if clock is None else clock
-    if not callable(sync) or not callable(clock):
-        raise TypeError("sync and clock must be callable")
-    for _ in range(warmup):
-        fn()
-    sync()
-    series: list[tuple[float, float]] = []
-    start = clock()
-    while clock() - start < duration_s and len(series) < max_calls:
-        before = clock()
-        fn()
-        sync()
-        after = clock()
-        series.append((after - start, after - before))
-    return series
 
 
 def flops_per_second(flops: float, seconds: float) -> float:

@@ -175,6 +175,92 @@ WRONG: dict[str, dict[str, str]] = {
     times = sorted(start.elapsed_time(end) for start, end in zip(starts, ends))
     return times[len(times) // 2]
 ''',
+        # R2: minimum instead of median ("nothing speeds a call up").
+        "r2_min": _EX1_HEAD + _EX1_EVENTS + """\
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return min(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+        # R2: median_low (wrong for even repeats).
+        "r2_median_low": _EX1_HEAD + _EX1_EVENTS + """\
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return statistics.median_low(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+        # R2: waits on the wrong event (the last start, not the last end).
+        "r2_sync_wrong_event": _EX1_HEAD + _EX1_EVENTS + """\
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+    starts[-1].synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+        # R2: one pair of events around all repeats, divided by repeats (flush timed, a mean).
+        "r2_one_pair": _EX1_HEAD + """\
+    for _ in range(warmup):
+        fn()
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        scratch.zero_()
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / repeats
+""",
+        # R2: drops calls over twice the median, then the mean of the rest.
+        "r2_trimmed_mean": _EX1_HEAD + _EX1_EVENTS + """\
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    t = [start.elapsed_time(end) for start, end in zip(starts, ends)]
+    m = statistics.median(t)
+    return statistics.fmean(x for x in t if x < 2 * m)
+""",
+        # R2: warm-up with flushes but timed calls unflushed after a single sync (flush before warm-up only).
+        "r2_flush_in_warmup_only": _EX1_HEAD + """\
+    for _ in range(warmup):
+        scratch.zero_()
+        fn()
+    starts = [cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for start, end in zip(starts, ends):
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+        # R2: waits for the flush before recording the start event: the GPU idles, so the host's launch gap of fn
+        # lands inside the events (tens of percent on a 20-40 us kernel with a 5 us launch).
+        "r2_sync_after_flush": _EX1_HEAD + """\
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        scratch.zero_()
+        cuda.synchronize()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+""",
     },
     "ex2-solution": {
         # Changes only the float32 speed to test for a missing sync: a float64 benchmark looks unsynchronised, and
@@ -235,6 +321,64 @@ WRONG: dict[str, dict[str, str]] = {
         found.add("float64")
     return found
 ''',
+        # R2: any change counts (!= instead of the 1% rule).
+        "r2_any_change": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 0") + """\
+    found = set()
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+        found.add("no_sync")
+    if moves(init_s=5.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e9):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e10):
+        found.add("float64")
+    return found
+""",
+        # R2: an absolute threshold of 1 ms instead of a relative one.
+        "r2_abs_threshold": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 1e-3") + """\
+    found = set()
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+        found.add("no_sync")
+    if moves(init_s=5.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e9):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e10):
+        found.add("float64")
+    return found
+""",
+        # R2: small perturbations on the simulator's defaults (init 0.25 -> 0.26 s, etc.).
+        "r2_small_nudge": _EX2_HEAD + """\
+    def figure(**change):
+        with SimulatedGPU(simulated_clock=True, **change) as gpu:
+            return benchmark(gpu)
+    reference = figure()
+    def moves(**change):
+        return abs(figure(**change) - reference) > 0.01 * abs(reference)
+    found = set()
+    if moves(launch_s=0.0003) and not moves(flops_per_s=0.9e12, fp64_flops_per_s=0.9e12 / 32):
+        found.add("no_sync")
+    if moves(init_s=0.26):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=11e9):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=0.9e12 / 32):
+        found.add("float64")
+    return found
+""",
+        # R2: no_sync = the figure moves with launch cost but not with float32 speed (float64 kernels forgotten).
+        "r2_fp32_only_nosync": _EX2_HEAD + _EX2_EXPERIMENT + """\
+    found = set()
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e11):
+        found.add("no_sync")
+    if moves(init_s=5.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e9):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e10):
+        found.add("float64")
+    return found
+""",
     },
     "ex3-solution": {
         # A short benchmark: ten calls, so the "sustained" rate is the burst rate again.
@@ -275,13 +419,12 @@ WRONG: dict[str, dict[str, str]] = {
     return (flops / statistics.median(s for _, s in series[:10]),
             flops / statistics.median(s for t, s in series if t >= 0.6 * duration_s))
 ''',
-        # The course's rate_over_time does the measuring (off_limits blocks it).
+        # The course's benchmark does the measuring (off_limits blocks it), with the old fixed windows.
         "helper": _EX3_HEAD + '''\
-    series = timing.rate_over_time(lambda: gpu.matmul(n), duration_s=duration_s, sync=gpu.synchronize,
-                                   clock=gpu.clock)
+    times = timing.benchmark(lambda: gpu.matmul(n), warmup=1, repeats=400, sync=gpu.synchronize,
+                             clock=gpu.clock).times_s
     flops = 2 * n**3
-    return (flops / statistics.median(s for _, s in series[:10]),
-            flops / statistics.median(s for t, s in series if t >= 0.6 * duration_s))
+    return flops / statistics.median(times[:15]), flops / statistics.median(times[-100:])
 ''',
         # Right for the visible call; elsewhere the sustained rate is the mean of the whole run.
         "visible_only": _EX3_HEAD + _EX3_SERIES + '''\
@@ -294,12 +437,152 @@ WRONG: dict[str, dict[str, str]] = {
         "single_call": _EX3_HEAD + _EX3_SERIES + '''\
     return flops / series[0][1], flops / series[-1][1]
 ''',
+        # Lesson 03's v2 answer: fixed windows, the first 15 calls and the last quarter of the run (a late drop or a
+        # late settling lands inside the last quarter).
+        "fixed_windows": _EX3_HEAD + _EX3_SERIES + """\
+    burst = flops / statistics.median(s for _, s in series[:15])
+    return burst, flops / statistics.median(s for t, s in series if t >= 0.75 * duration_s)
+""",
+        # Fixed windows that are cautious: the first 15 calls and the last tenth of the calls (too few calls on a
+        # noisy device; a device that settles late has unsettled calls in its last tenth).
+        "first15_last_tenth": _EX3_HEAD + _EX3_SERIES + """\
+    return (flops / statistics.median(s for _, s in series[:15]),
+            flops / statistics.median(s for _, s in series[-max(1, len(series) // 10):]))
+""",
+        # Sorts calls by rate instead of by time: above the midpoint between the start and end levels is burst,
+        # below it sustained. The calls of a gradual fall are counted as one or the other.
+        "midpoint_split": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    start_level, end_level = statistics.median(rates[:15]), statistics.median(rates[-15:])
+    if start_level - end_level < 0.05 * start_level:
+        return statistics.median(rates), statistics.median(rates)
+    middle = (start_level + end_level) / 2
+    return (statistics.median(r for r in rates if r > middle),
+            statistics.median(r for r in rates if r <= middle))
+""",
         # Means instead of medians: every hiccup drags the rates down.
         "mean": _EX3_HEAD + _EX3_SERIES + '''\
     burst = flops / statistics.fmean(s for _, s in series[:10])
     return burst, flops / statistics.fmean(s for t, s in series if t >= 0.75 * duration_s)
 ''',
+        # R2: burst = the fastest call among the first 20 (max instead of median).
+        "r2_max_burst": _EX3_HEAD + _EX3_SERIES + """\
+    burst = max(flops / s for _, s in series[:20])
+    return burst, flops / statistics.median(s for t, s in series if t >= 0.75 * duration_s)
+""",
+        # R2: sustained = median of the second half of the run (the clock may still be falling there).
+        "r2_second_half": _EX3_HEAD + _EX3_SERIES + """\
+    burst = flops / statistics.median(s for _, s in series[:15])
+    return burst, flops / statistics.median(s for t, s in series if t >= 0.5 * duration_s)
+""",
+        # R2: sustained = throughput over the last quarter (calls x FLOPs / elapsed: a mean, outliers included).
+        "r2_window_throughput": _EX3_HEAD + _EX3_SERIES + """\
+    burst = flops / statistics.median(s for _, s in series[:15])
+    tail = [s for t, s in series if t >= 0.75 * duration_s]
+    return burst, flops * len(tail) / sum(tail)
+""",
+        # R2: burst from calls 20-40 (after a generous warm-up): the clock may already be falling.
+        "r2_late_burst": _EX3_HEAD + _EX3_SERIES + """\
+    burst = flops / statistics.median(s for _, s in series[20:40])
+    return burst, flops / statistics.median(s for t, s in series if t >= 0.75 * duration_s)
+""",
+        # R2: burst = median of the first 5 calls only (a 5-sample median with 3% jitter).
+        "r2_first5": _EX3_HEAD + _EX3_SERIES + """\
+    burst = flops / statistics.median(s for _, s in series[:5])
+    return burst, flops / statistics.median(s for t, s in series if t >= 0.75 * duration_s)
+""",
     },
 }
+
+# Review 3's wrong answers (rv_*).
+MINE: dict[str, dict[str, str]] = {
+    "ex1-solution": {
+        # A1: flush after each timed call: the first timed call follows the warm-up unflushed.
+        "rv_flush_after": _EX1_HEAD + _EX1_EVENTS + """\
+    for start, end in zip(starts, ends):
+        start.record()
+        fn()
+        end.record()
+        scratch.zero_()
+    cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+        # A2: one pair of events re-recorded each call, all read at the end: every reading is the last call.
+        "rv_reuse_pair": _EX1_HEAD + """\
+    for _ in range(warmup):
+        fn()
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    pairs = []
+    for _ in range(repeats):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+    cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+""",
+        # A3: warm-up count off by one (range(warmup - 1)) but one extra timed call, so the total count is right.
+        "rv_warmup_off_by_one": _EX1_HEAD + """\
+    for _ in range(warmup - 1):
+        fn()
+    starts = [cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+    ends = [cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
+""",
+    },
+    "ex3-solution": {
+        # A4: level bands: burst = calls within 5% of the start level, sustained = calls within 5% of the end level.
+        "rv_level_bands": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    hi, lo = statistics.median(rates[:15]), statistics.median(rates[-15:])
+    return (statistics.median(r for r in rates if abs(r - hi) <= 0.05 * hi),
+            statistics.median(r for r in rates if abs(r - lo) <= 0.05 * lo))
+""",
+        # A5: the plateau of a running median: max and min of the smoothed curve.
+        "rv_smoothed_extremes": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    return max(smooth), min(smooth)
+""",
+        # A7: boost end detected on raw calls (first call 8% below the first call's rate): an outlier ends it early.
+        "rv_raw_threshold": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    end_ = next((i for i, r in enumerate(rates) if r < 0.92 * rates[0]), len(rates))
+    start_ = max((i + 1 for i, r in enumerate(rates) if r > 1.08 * rates[-1]), default=0)
+    return statistics.median(rates[:max(end_, 1)]), statistics.median(rates[min(start_, len(rates) - 1):])
+""",
+    },
+}
+
+# rv_first_settle (settled from the first window within 4% of the end level) was left out: review 3 judged it
+# borderline, not clearly wrong, and it passes the graded devices.
+MINE["ex3-solution"]["rv_start_after_launch"] = _EX3_HEAD + """\
+    gpu.matmul(n)
+    gpu.synchronize()
+    rates = []
+    start = gpu.clock()
+    while gpu.clock() - start < duration_s:
+        gpu.matmul(n)
+        before = gpu.clock()  # read after the launch returns: the launch is left out
+        gpu.synchronize()
+        rates.append(2 * n**3 / (gpu.clock() - before))
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.96 * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.04 * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+"""
+
+for _grade_id, _answers in MINE.items():
+    WRONG[_grade_id].update(_answers)
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -977,7 +977,7 @@ def test_errors_inside_interleaved_threads_end_every_thread():
 
 
 @pytest.mark.parametrize("kwargs, error, word", [({"interleave": 1}, TypeError, "^interleave"),
-                                                 ({"seed": -1}, TypeError, "^seed"),
+                                                 ({"seed": -1}, ValueError, "^seed"),
                                                  ({"seed": 1.5}, TypeError, "^seed")])
 def test_trace_kernel_rejects_bad_interleave_arguments(kwargs, error, word):
     with pytest.raises(error, match=word):

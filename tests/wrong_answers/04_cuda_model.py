@@ -45,29 +45,51 @@ _EX2_HEAD = '''\
 import math
 
 
-def prepare_norms(points: np.ndarray):
-    """Return (p, norms): the float32 array the kernel reads (the numbers of points (n, 3), arranged for coalescing)
-    and a CUDA kernel norms(p, out) that sets out[i] to the length of point i."""
+def prepare_lengths(records: np.ndarray, fields: tuple):
+    """Return (p, lengths): the float32 array the kernel reads (numbers of records (n, k), laid out as you choose)
+    and a CUDA kernel lengths(p, out) that sets out[i] to the length of particle i over the given fields."""
+'''
+_SOA = '''\
+    p = np.ascontiguousarray(records[:, list(fields)].T, dtype=np.float32)
 '''
 _SOA_KERNEL = '''
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            x, y, z = p[0, i], p[1, i], p[2, i]
-            out[i] = math.sqrt(x * x + y * y + z * z)
+            total = 0.0
+            for f in range(p.shape[0]):
+                value = p[f, i]
+                total += value * value
+            out[i] = math.sqrt(total)
 
-    return p, norms
+    return p, lengths
+'''
+_FIELDS_KERNEL = '''
+    @cuda.jit
+    def lengths(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = 0.0
+            for f in fields:
+                value = p[f, i]
+                total += value * value
+            out[i] = math.sqrt(total)
+
+    return p, lengths
 '''
 _AOS_KERNEL = '''
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            x, y, z = p[i, 0], p[i, 1], p[i, 2]
-            out[i] = math.sqrt(x * x + y * y + z * z)
+            total = 0.0
+            for f in range(p.shape[1]):
+                value = p[i, f]
+                total += value * value
+            out[i] = math.sqrt(total)
 
-    return p, norms
+    return p, lengths
 '''
 
 
@@ -166,6 +188,18 @@ WRONG: dict[str, dict[str, str]] = {
         "block_stride": _ex1(_EX1_SUM, _EX1_LOOPS.replace("step_x, step_y = cuda.gridsize(2)",
                                                           "step_x, step_y = cuda.blockDim.x, cuda.blockDim.y")),
         # A true convolution (the filter flipped): right for the symmetric visible filters only.
+        # The stride is the number of blocks (gridDim), not the number of threads (gridsize). (Review 2.)
+        "stride_griddim": _ex1(_EX1_SUM, _EX1_LOOPS.replace("step_x, step_y = cuda.gridsize(2)",
+                                                           "step_x, step_y = cuda.gridDim.x, cuda.gridDim.y")),
+        # A 'valid' convolution: the border written as 0 instead of its zero-padded sum. (Review 2.)
+        "valid_border_zero": _ex1("""\
+                total = 0.0
+                if i >= 1 and i < rows - 1 and j >= 1 and j < cols - 1:
+                    for a in range(3):
+                        for b in range(3):
+                            total += weights[a, b] * image[i + a - 1, j + b - 1]
+                out[i, j] = total
+"""),
         "flipped_filter": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[2 - a, 2 - b]")),
         # Edge pixels repeated instead of zeros (replicate padding): right inside the image only.
         "replicate_padding": _ex1("""\
@@ -179,76 +213,67 @@ WRONG: dict[str, dict[str, str]] = {
 """),
     },
     "ex2-solution": {
-        # Keeps the rows as they came (array of structures): right numbers, but a warp's 32 reads of x lie 12 bytes
-        # apart and touch 12 sectors instead of 4.
+        # Keeps the records' rows (array of structures), only the needed columns: right numbers, but a warp's 32 reads
+        # of one field lie len(fields) * 4 bytes apart and touch 12 sectors instead of 4 for three fields.
         "typical": _EX2_HEAD + '''\
-    p = points.astype(np.float32)
+    p = np.ascontiguousarray(records[:, list(fields)], dtype=np.float32)
 ''' + _AOS_KERNEL,
-        # points.T has the (3, n) shape but is a view: the same memory, the same 12-byte stride between threads.
+        # records.T has one row per field but is a view: the same memory, 4k bytes between neighbouring threads.
         "transposed_view": _EX2_HEAD + '''\
-    p = points.T
+    p = records.T
+''' + _FIELDS_KERNEL,
+        # np.array of the transposed view keeps its (Fortran) memory order: the bytes are still laid out by particle.
+        "fortran_copy": _EX2_HEAD + '''\
+    p = np.array(records.T)
+''' + _FIELDS_KERNEL,
+        # reshape is not a transpose: the right shape, the numbers scrambled.
+        "reshape_not_transpose": _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records[:, list(fields)]).reshape(len(fields), -1)
 ''' + _SOA_KERNEL,
-        "constant": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
+        "constant": _EX2_HEAD + _SOA + '''
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
             out[i] = 1.0
 
-    return p, norms
+    return p, lengths
 ''',
-        # numpy computes the norms on the host; the "layout" carries them and the kernel copies.
+        # numpy computes the lengths on the host; the "layout" carries them and the kernel copies.
         "helper": _EX2_HEAD + '''\
-    lengths = np.linalg.norm(points, axis=1).astype(np.float32)
-    p = np.stack([lengths, np.zeros_like(lengths), np.zeros_like(lengths)])
+    p = np.linalg.norm(records[:, list(fields)], axis=1).astype(np.float32)[None, :]
 
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
             out[i] = p[0, i]
 
-    return p, norms
+    return p, lengths
 ''',
-        # The guard hard-codes the visible 100 points.
+        # The visible example's fields: x, y, z, whatever fields asks for.
         "visible_only": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
+    p = np.ascontiguousarray(records[:, :3].T, dtype=np.float32)
+''' + _SOA_KERNEL,
+        # Every field as its own row, but the kernel sums all k rows, not the fields asked for.
+        "all_fields": _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records.T, dtype=np.float32)
+''' + _SOA_KERNEL,
+        # Reads each field twice from global memory (value * value with p[f, i] written out twice).
+        "double_reads": _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
+            "value = p[f, i]\n                total += value * value", "total += p[f, i] * p[f, i]"),
+        # The guard compares with <=: thread n passes it and reads past the end.
+        "off_by_one_guard": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i <= out.size"),
+        # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
+        "three_fields": _EX2_HEAD + _SOA + '''
     @cuda.jit
-    def norms(p, out):
-        i = cuda.grid(1)
-        if i < 100:
-            x, y, z = p[0, i], p[1, i], p[2, i]
-            out[i] = math.sqrt(x * x + y * y + z * z)
-
-    return p, norms
-''',
-        # Reads each coordinate twice from global memory (x * x with x = p[0, i] written out twice): 6 reads.
-        "double_reads": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
-    @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            out[i] = math.sqrt(p[0, i] * p[0, i] + p[1, i] * p[1, i] + p[2, i] * p[2, i])
-
-    return p, norms
-''',
-        # The guard compares with <=: thread n passes it and reads past the end.
-        "off_by_one_guard": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
-    @cuda.jit
-    def norms(p, out):
-        i = cuda.grid(1)
-        if i <= out.size:
             x, y, z = p[0, i], p[1, i], p[2, i]
             out[i] = math.sqrt(x * x + y * y + z * z)
 
-    return p, norms
+    return p, lengths
 ''',
     },
     "ex3-solution": {
@@ -341,6 +366,32 @@ WRONG: dict[str, dict[str, str]] = {
         "accumulate_in_db": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace(
             "            total = 0.0\n", "").replace("total += partial[c, j]", "db[j] += partial[c, j]").replace(
             "            db[j] = total\n", "") + _EX3_TWO_LAUNCHES,
+        # One block as wide as the layer: right up to 1024 features, a launch CUDA refuses beyond. (Review 2.)
+        "block_of_features": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS + '''
+    chunks = kernels.blocks_for(batch, 32)
+    return [(chunk_sums, (1, chunks), (features, 1)), (column_sums, 1, features)]
+''',
+        # One launch: the block of the last chunk sums the others' partials, with no grid-wide barrier. (Review 2.)
+        "last_block_finishes": _EX3_HEAD + '''
+    @cuda.jit
+    def bias_grad(dy, partial, db):
+        j, c = cuda.grid(2)
+        chunks = partial.shape[0]
+        if j < dy.shape[1] and c < chunks:
+            total = 0.0
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
+                total += dy[i, j]
+            if c < chunks - 1:
+                partial[c, j] = total
+            else:
+                for k in range(chunks - 1):
+                    total += partial[k, j]
+                db[j] = total
+
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    return [(bias_grad, kernels.grid_2d((chunks, features), block), block)]
+''',
         # The second launch's guard compares with <=: the thread just past the last feature reads partial[c, features].
         "off_by_one_guard": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace("if j < db.size", "if j <= db.size")
         + _EX3_TWO_LAUNCHES,

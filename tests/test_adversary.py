@@ -1,4 +1,4 @@
-"""Tests of the tracer as the worst legal GPU: trace_kernel_adversarial (lesson 04's grader) and the options of
+"""Tests of the tracer in a random adversarial order: trace_kernel_adversarial (lesson 04's grader) and the options of
 trace_kernel it turns on.
 
 Blocks in a random order, threads interleaved at every memory access (races inside a block raise DataRace),

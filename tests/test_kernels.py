@@ -881,7 +881,7 @@ def test_occupancy_rows_match_the_table():
         kernels.occupancy_rows([(256, 32, 0)], "T4")
 
 
-# --------------------------------------------------------------------------- interleave: the worst legal schedule
+# --------------------------------------------------------------------------- interleave: a random adversarial order
 
 def _make_shared_counter(atomic: bool, barrier: bool = True):
     """Every thread adds 1 to one shared counter (plainly or atomically); thread 0 copies it out."""

@@ -33,7 +33,7 @@ def _ex1(inner: str, loops: str = _EX1_LOOPS) -> str:
 
 
 _EX1_SUM = '''\
-                total = 0.0
+                total = np.float32(0.0)
                 for a in range(3):
                     for b in range(3):
                         r, c = i + a - 1, j + b - 1
@@ -57,7 +57,7 @@ _SOA_KERNEL = '''
     def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            total = 0.0
+            total = np.float32(0.0)
             for f in range(p.shape[0]):
                 value = p[f, i]
                 total += value * value
@@ -70,7 +70,7 @@ _FIELDS_KERNEL = '''
     def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            total = 0.0
+            total = np.float32(0.0)
             for f in fields:
                 value = p[f, i]
                 total += value * value
@@ -83,7 +83,7 @@ _AOS_KERNEL = '''
     def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            total = 0.0
+            total = np.float32(0.0)
             for f in range(p.shape[1]):
                 value = p[i, f]
                 total += value * value
@@ -103,7 +103,7 @@ _EX3_CHUNKS = '''
     def chunk_sums(dy, partial, db):
         j, c = cuda.grid(2)
         if j < dy.shape[1] and c < partial.shape[0]:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             partial[c, j] = total
@@ -113,7 +113,7 @@ _EX3_COLUMNS = '''
     def column_sums(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
-            total = 0.0
+            total = np.float32(0.0)
             for c in range(partial.shape[0]):
                 total += partial[c, j]
             db[j] = total
@@ -145,7 +145,7 @@ WRONG: dict[str, dict[str, str]] = {
             for i in range(rows):
                 for j in range(cols):
 """ + _EX1_SUM.replace("\n                ", "\n                    ").replace(
-            "                total = 0.0", "                    total = 0.0", 1) + _EX1_TAIL,
+            "                total = np.float32(0.0)", "                    total = np.float32(0.0)", 1) + _EX1_TAIL,
         # Hard-codes the visible 4 x 5 image: the loops end at 4 rows and 5 columns.
         "visible_only": _ex1(_EX1_SUM, _EX1_LOOPS.replace("rows, cols = out.shape", "rows, cols = 4, 5")),
         # One pixel per thread, as with a rounded-up grid: under a grid smaller than the image, pixels stay unwritten.
@@ -153,7 +153,7 @@ WRONG: dict[str, dict[str, str]] = {
         j, i = cuda.grid(2)
         rows, cols = out.shape
         if i < rows and j < cols:
-            total = 0.0
+            total = np.float32(0.0)
             for a in range(3):
                 for b in range(3):
                     r, c = i + a - 1, j + b - 1
@@ -193,7 +193,7 @@ WRONG: dict[str, dict[str, str]] = {
                                                            "step_x, step_y = cuda.gridDim.x, cuda.gridDim.y")),
         # A 'valid' convolution: the border written as 0 instead of its zero-padded sum. (Review 2.)
         "valid_border_zero": _ex1("""\
-                total = 0.0
+                total = np.float32(0.0)
                 if i >= 1 and i < rows - 1 and j >= 1 and j < cols - 1:
                     for a in range(3):
                         for b in range(3):
@@ -201,9 +201,17 @@ WRONG: dict[str, dict[str, str]] = {
                 out[i, j] = total
 """),
         "flipped_filter": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[2 - a, 2 - b]")),
+        # Review 3: '>' for '>=' (the first row and column count as outside), gridsize unpacked in the wrong order,
+        # the filter transposed, and threadIdx in place of the global index (blocks repeat each other's pixels).
+        "gt_not_ge": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0", "r > 0 and r < rows and c > 0")),
+        "swapped_gridsize": _ex1(_EX1_SUM, _EX1_LOOPS.replace("step_x, step_y = cuda.gridsize(2)",
+                                                             "step_y, step_x = cuda.gridsize(2)")),
+        "weights_transposed": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[b, a]")),
+        "thread_not_grid": _ex1(_EX1_SUM, _EX1_LOOPS.replace("x, y = cuda.grid(2)",
+                                                            "x, y = cuda.threadIdx.x, cuda.threadIdx.y")),
         # Edge pixels repeated instead of zeros (replicate padding): right inside the image only.
         "replicate_padding": _ex1("""\
-                total = 0.0
+                total = np.float32(0.0)
                 for a in range(3):
                     for b in range(3):
                         r = min(max(i + a - 1, 0), rows - 1)
@@ -264,6 +272,9 @@ WRONG: dict[str, dict[str, str]] = {
             "value = p[f, i]\n                total += value * value", "total += p[f, i] * p[f, i]"),
         # The guard compares with <=: thread n passes it and reads past the end.
         "off_by_one_guard": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i <= out.size"),
+        # Review 3: the guard on the layout's first axis (the fields), or one short of the last particle.
+        "guard_wrong_axis": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < p.shape[0]"),
+        "guard_minus_one": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < out.size - 1"),
         # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
         "three_fields": _EX2_HEAD + _SOA + '''
     @cuda.jit
@@ -284,7 +295,7 @@ WRONG: dict[str, dict[str, str]] = {
     def bias_grad(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(dy.shape[0]):
                 total += dy[i, j]
             db[j] = total
@@ -302,7 +313,7 @@ WRONG: dict[str, dict[str, str]] = {
     def bias_grad(dy, partial, db):
         if cuda.grid(1) == 0:
             for j in range(db.size):
-                total = 0.0
+                total = np.float32(0.0)
                 for i in range(dy.shape[0]):
                     total += dy[i, j]
                 db[j] = total
@@ -326,7 +337,7 @@ WRONG: dict[str, dict[str, str]] = {
     def chunk_add(dy, partial, db):
         j, c = cuda.grid(2)
         if j < dy.shape[1] and c < partial.shape[0]:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             db[j] = db[j] + total
@@ -348,7 +359,7 @@ WRONG: dict[str, dict[str, str]] = {
     def chunk_add(dy, partial, db):
         j, c = cuda.grid(2)
         if j < dy.shape[1] and c < partial.shape[0]:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             cuda.atomic.add(db, j, total)
@@ -364,7 +375,8 @@ WRONG: dict[str, dict[str, str]] = {
                                     "kernels.grid_2d((features, chunks), block)"),
         # The second launch accumulates into db, which holds garbage at first.
         "accumulate_in_db": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace(
-            "            total = 0.0\n", "").replace("total += partial[c, j]", "db[j] += partial[c, j]").replace(
+            "            total = np.float32(0.0)\n", "").replace("total += partial[c, j]",
+                                                        "db[j] += partial[c, j]").replace(
             "            db[j] = total\n", "") + _EX3_TWO_LAUNCHES,
         # One block as wide as the layer: right up to 1024 features, a launch CUDA refuses beyond. (Review 2.)
         "block_of_features": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS + '''
@@ -378,7 +390,7 @@ WRONG: dict[str, dict[str, str]] = {
         j, c = cuda.grid(2)
         chunks = partial.shape[0]
         if j < dy.shape[1] and c < chunks:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             if c < chunks - 1:
@@ -391,6 +403,38 @@ WRONG: dict[str, dict[str, str]] = {
     block = (32, 4)
     chunks = kernels.blocks_for(batch, 32)
     return [(bias_grad, kernels.grid_2d((chunks, features), block), block)]
+''',
+        # v3's first model answer: one second launch sums all ceil(batch / 32) chunk sums of a feature. Right, and
+        # within the budget up to a batch of 1024; beyond, each thread reads more than 32 sums (2,048 at a batch of
+        # 65,536: 4,096 threads, the one-thread-per-feature design again). (Review 3.)
+        "single_second_launch": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS + _EX3_TWO_LAUNCHES,
+        # Review 3: the chunk loop without min(..., batch) (reads past dy's last row), and chunks guarded with <=.
+        "no_min_chunk_end": _EX3_HEAD + _EX3_CHUNKS.replace("range(32 * c, min(32 * c + 32, dy.shape[0]))",
+                                                            "range(32 * c, 32 * c + 32)") + _EX3_COLUMNS
+        + _EX3_TWO_LAUNCHES,
+        "guard_le_chunks": _EX3_HEAD + _EX3_CHUNKS.replace("c < partial.shape[0]", "c <= partial.shape[0]")
+        + _EX3_COLUMNS + _EX3_TWO_LAUNCHES,
+        # Review 3: a (32, 32) block stages one chunk in shared memory, but reads it with no cuda.syncthreads().
+        "shared_no_sync": _EX3_HEAD + '''
+    @cuda.jit
+    def chunk_sums(dy, partial, db):
+        staged = cuda.shared.array((32, 32), dtype=np.float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        j, c = cuda.blockIdx.x * 32 + tx, cuda.blockIdx.y
+        i = 32 * c + ty
+        value = np.float32(0.0)
+        if j < dy.shape[1] and i < dy.shape[0]:
+            value = dy[i, j]
+        staged[ty, tx] = value
+        if ty == 0 and j < dy.shape[1]:
+            total = np.float32(0.0)
+            for k in range(32):
+                total += staged[k, tx]
+            partial[c, j] = total
+''' + _EX3_COLUMNS + '''
+    chunks = kernels.blocks_for(batch, 32)
+    return [(chunk_sums, (kernels.blocks_for(features, 32), chunks), (32, 32)),
+            (column_sums, kernels.blocks_for(features, 32), 32)]
 ''',
         # The second launch's guard compares with <=: the thread just past the last feature reads partial[c, features].
         "off_by_one_guard": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace("if j < db.size", "if j <= db.size")

@@ -8,8 +8,8 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
 - :mod:`~gpucourse.kernels.geometry`: CUDA's limits, blocks and grids for a problem size;
 - :mod:`~gpucourse.kernels.tracer`: runs a kernel's Python source on the CPU, one simulated thread at a time (or,
   with ``interleave=True``, switching threads at every memory access to expose races); ``trace_kernel_adversarial``
-  is the same tracer as the worst legal GPU (threads interleaved, blocks shuffled, negative indices refused, outputs
-  poisoned), for grading;
+  is the same tracer in a random adversarial order (blocks shuffled, threads switched at every access, races
+  flagged, negative indices refused, outputs poisoned), for grading;
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
 - :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;

@@ -5,7 +5,7 @@ threads of each block in turn (switching at every ``syncthreads()``), and record
 passed to it in a :class:`~gpucourse.kernels.trace.KernelTrace`. It runs the same way on a Colab GPU as on a laptop
 (lessons 04_cuda_model and 05_cuda_shared_memory).
 
-With ``interleave=True`` it plays the worst legal schedule instead (lesson 05's graders use it): the threads of a
+With ``interleave=True`` it plays a random adversarial order instead (lesson 05's graders use it): the threads of a
 block switch after every access to shared or global memory, in a seeded random order, so an unsynchronised
 read-modify-write loses updates as it can on a GPU; and two threads of a block that touch one element between the
 same two barriers, at least one of them writing, unless both use atomics, raise
@@ -497,7 +497,7 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
     Raises DataRace (a CheckFailed) when two blocks write one element without an atomic, or one block reads what
     another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
     With ``interleave``, the threads of a block take turns after every memory access, in an order drawn from
-    ``seed`` (the worst legal schedule: a plain ``+=`` from several threads loses updates), and two threads of one
+    ``seed`` (a random adversarial order: a plain ``+=`` from several threads loses updates), and two threads of one
     block that touch an element between the same two barriers, at least one writing, unless both use atomics, are a
     DataRace too. With ``shuffle_blocks`` the blocks run in an order drawn from ``seed``; with ``refuse_negative`` a
     negative index into an array argument raises IndexError; the array arguments named in ``poison`` are first
@@ -549,7 +549,8 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
 def trace_kernel_adversarial(kernel: object, griddim: int | tuple[int, ...], blockdim: int | tuple[int, ...],
                              *args: object, seed: int = 0, poison: tuple[str, ...] = (),
                              max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False) -> KernelTrace:
-    """:func:`trace_kernel` as the worst legal GPU: threads interleaved, blocks shuffled, negative indices refused.
+    """:func:`trace_kernel` in a random adversarial order: blocks shuffled, threads switched at every access, races
+    flagged, negative indices refused.
 
     The same as ``trace_kernel(..., interleave=True, shuffle_blocks=True, refuse_negative=True)``, with ``seed``,
     ``poison``, ``max_threads`` and ``allow_races`` passed on. Taught in lesson 04_cuda_model, whose graders use it.

@@ -1,7 +1,8 @@
-"""Tests of gpucourse.kernels.adversary: the tracer as the worst legal GPU (lesson 04's grader).
+"""Tests of the tracer in a random adversarial order: trace_kernel_adversarial (lesson 04's grader) and the options of
+trace_kernel it turns on.
 
-Blocks in a random order, threads interleaved at every global access, negative indices refused, outputs poisoned;
-the same KernelTrace as trace_kernel otherwise.
+Blocks in a random order, threads interleaved at every memory access (races inside a block raise DataRace),
+negative indices refused, outputs poisoned; the same KernelTrace as trace_kernel otherwise.
 """
 
 from __future__ import annotations
@@ -76,9 +77,12 @@ def test_interleaving_loses_the_updates_that_one_thread_at_a_time_hides():
     dy = np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32)
     in_order, interleaved = np.zeros(8, np.float32), np.zeros(8, np.float32)
     kernels.trace_kernel(column_sum_racy, (1, 1), (8, 8), dy, in_order)
-    kernels.trace_kernel_adversarial(column_sum_racy, (1, 1), (8, 8), dy, interleaved, seed=0)
+    trace = kernels.trace_kernel_adversarial(column_sum_racy, (1, 1), (8, 8), dy, interleaved, seed=0,
+                                             allow_races=True)
     assert np.allclose(in_order, dy.sum(axis=0), atol=1e-5)
-    assert not np.allclose(interleaved, dy.sum(axis=0), atol=1e-5)
+    assert not np.allclose(interleaved, dy.sum(axis=0), atol=1e-5) and trace.block_races
+    with pytest.raises(DataRace, match=r"data race inside block \(0, 0, 0\): thread .* db\[\d\]"):
+        kernels.trace_kernel_adversarial(column_sum_racy, (1, 1), (8, 8), dy, np.zeros(8, np.float32), seed=0)
 
 
 def test_races_between_blocks_still_raise():
@@ -133,7 +137,35 @@ def test_barriers_and_warp_exchanges_still_work():
     assert (lanes == 7).all()
 
 
+def test_adversarial_is_trace_kernel_with_every_option_on():
+    x = np.arange(64, dtype=np.float32)
+    wrapper, options = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    first = kernels.trace_kernel_adversarial(scale, 4, 16, x, wrapper, seed=7, poison=("out",))
+    second = kernels.trace_kernel(scale, 4, 16, x, options, seed=7, poison=("out",), interleave=True,
+                                  shuffle_blocks=True, refuse_negative=True)
+    assert first.accesses == second.accesses and np.array_equal(wrapper, options)
+
+
+def test_each_option_works_alone():
+    x = np.arange(64, dtype=np.float32)
+    in_order = kernels.trace_kernel(scale, 4, 16, x, np.zeros(64, np.float32))
+    shuffled = kernels.trace_kernel(scale, 4, 16, x, np.zeros(64, np.float32), shuffle_blocks=True, seed=0)
+    blocks_of = [[number // 16 for number, _, kind, _ in trace.accesses if kind == "write"][::16]
+                 for trace in (in_order, shuffled)]
+    assert blocks_of[0] == [0, 1, 2, 3] and blocks_of[1] == [2, 0, 1, 3]
+    with pytest.raises(IndexError, match="negative index"):
+        kernels.trace_kernel(left_neighbour, 1, 4, x[:4], np.zeros(4, np.float32), refuse_negative=True)
+    out = np.zeros(4, np.float32)
+    kernels.trace_kernel(scale, 1, 2, x[:4], out, poison=("out",))
+    assert out[:2].tolist() == [0.0, 2.0] and np.isnan(out[2:]).all()
+
+
 @pytest.mark.parametrize("call, error, word", [
+    (lambda: kernels.trace_kernel(scale, 1, 4, np.zeros(4), np.zeros(4), shuffle_blocks=1), TypeError,
+     "^shuffle_blocks"),
+    (lambda: kernels.trace_kernel(scale, 1, 4, np.zeros(4), np.zeros(4), refuse_negative="yes"), TypeError,
+     "^refuse_negative"),
+    (lambda: kernels.trace_kernel(scale, 1, 4, np.zeros(4), np.zeros(4), poison=("y",)), ValueError, "poison"),
     (lambda: kernels.trace_kernel_adversarial(scale, 1, 4, np.zeros(4), np.zeros(4), seed=-1), ValueError, "seed"),
     (lambda: kernels.trace_kernel_adversarial(scale, 1, 4, np.zeros(4), np.zeros(4), poison="out"), TypeError,
      "poison"),

@@ -33,7 +33,7 @@ def _ex1(inner: str, loops: str = _EX1_LOOPS) -> str:
 
 
 _EX1_SUM = '''\
-                total = 0.0
+                total = np.float32(0.0)
                 for a in range(3):
                     for b in range(3):
                         r, c = i + a - 1, j + b - 1
@@ -45,29 +45,51 @@ _EX2_HEAD = '''\
 import math
 
 
-def prepare_norms(points: np.ndarray):
-    """Return (p, norms): the float32 array the kernel reads (the numbers of points (n, 3), arranged for coalescing)
-    and a CUDA kernel norms(p, out) that sets out[i] to the length of point i."""
+def prepare_lengths(records: np.ndarray, fields: tuple):
+    """Return (p, lengths): the float32 array the kernel reads (numbers of records (n, k), laid out as you choose)
+    and a CUDA kernel lengths(p, out) that sets out[i] to the length of particle i over the given fields."""
+'''
+_SOA = '''\
+    p = np.ascontiguousarray(records[:, list(fields)].T, dtype=np.float32)
 '''
 _SOA_KERNEL = '''
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            x, y, z = p[0, i], p[1, i], p[2, i]
-            out[i] = math.sqrt(x * x + y * y + z * z)
+            total = np.float32(0.0)
+            for f in range(p.shape[0]):
+                value = p[f, i]
+                total += value * value
+            out[i] = math.sqrt(total)
 
-    return p, norms
+    return p, lengths
+'''
+_FIELDS_KERNEL = '''
+    @cuda.jit
+    def lengths(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f in fields:
+                value = p[f, i]
+                total += value * value
+            out[i] = math.sqrt(total)
+
+    return p, lengths
 '''
 _AOS_KERNEL = '''
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            x, y, z = p[i, 0], p[i, 1], p[i, 2]
-            out[i] = math.sqrt(x * x + y * y + z * z)
+            total = np.float32(0.0)
+            for f in range(p.shape[1]):
+                value = p[i, f]
+                total += value * value
+            out[i] = math.sqrt(total)
 
-    return p, norms
+    return p, lengths
 '''
 
 
@@ -81,7 +103,7 @@ _EX3_CHUNKS = '''
     def chunk_sums(dy, partial, db):
         j, c = cuda.grid(2)
         if j < dy.shape[1] and c < partial.shape[0]:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             partial[c, j] = total
@@ -91,7 +113,7 @@ _EX3_COLUMNS = '''
     def column_sums(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
-            total = 0.0
+            total = np.float32(0.0)
             for c in range(partial.shape[0]):
                 total += partial[c, j]
             db[j] = total
@@ -123,7 +145,7 @@ WRONG: dict[str, dict[str, str]] = {
             for i in range(rows):
                 for j in range(cols):
 """ + _EX1_SUM.replace("\n                ", "\n                    ").replace(
-            "                total = 0.0", "                    total = 0.0", 1) + _EX1_TAIL,
+            "                total = np.float32(0.0)", "                    total = np.float32(0.0)", 1) + _EX1_TAIL,
         # Hard-codes the visible 4 x 5 image: the loops end at 4 rows and 5 columns.
         "visible_only": _ex1(_EX1_SUM, _EX1_LOOPS.replace("rows, cols = out.shape", "rows, cols = 4, 5")),
         # One pixel per thread, as with a rounded-up grid: under a grid smaller than the image, pixels stay unwritten.
@@ -131,7 +153,7 @@ WRONG: dict[str, dict[str, str]] = {
         j, i = cuda.grid(2)
         rows, cols = out.shape
         if i < rows and j < cols:
-            total = 0.0
+            total = np.float32(0.0)
             for a in range(3):
                 for b in range(3):
                     r, c = i + a - 1, j + b - 1
@@ -166,10 +188,30 @@ WRONG: dict[str, dict[str, str]] = {
         "block_stride": _ex1(_EX1_SUM, _EX1_LOOPS.replace("step_x, step_y = cuda.gridsize(2)",
                                                           "step_x, step_y = cuda.blockDim.x, cuda.blockDim.y")),
         # A true convolution (the filter flipped): right for the symmetric visible filters only.
+        # The stride is the number of blocks (gridDim), not the number of threads (gridsize). (Review 2.)
+        "stride_griddim": _ex1(_EX1_SUM, _EX1_LOOPS.replace("step_x, step_y = cuda.gridsize(2)",
+                                                           "step_x, step_y = cuda.gridDim.x, cuda.gridDim.y")),
+        # A 'valid' convolution: the border written as 0 instead of its zero-padded sum. (Review 2.)
+        "valid_border_zero": _ex1("""\
+                total = np.float32(0.0)
+                if i >= 1 and i < rows - 1 and j >= 1 and j < cols - 1:
+                    for a in range(3):
+                        for b in range(3):
+                            total += weights[a, b] * image[i + a - 1, j + b - 1]
+                out[i, j] = total
+"""),
         "flipped_filter": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[2 - a, 2 - b]")),
+        # Review 3: '>' for '>=' (the first row and column count as outside), gridsize unpacked in the wrong order,
+        # the filter transposed, and threadIdx in place of the global index (blocks repeat each other's pixels).
+        "gt_not_ge": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0", "r > 0 and r < rows and c > 0")),
+        "swapped_gridsize": _ex1(_EX1_SUM, _EX1_LOOPS.replace("step_x, step_y = cuda.gridsize(2)",
+                                                             "step_y, step_x = cuda.gridsize(2)")),
+        "weights_transposed": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[b, a]")),
+        "thread_not_grid": _ex1(_EX1_SUM, _EX1_LOOPS.replace("x, y = cuda.grid(2)",
+                                                            "x, y = cuda.threadIdx.x, cuda.threadIdx.y")),
         # Edge pixels repeated instead of zeros (replicate padding): right inside the image only.
         "replicate_padding": _ex1("""\
-                total = 0.0
+                total = np.float32(0.0)
                 for a in range(3):
                     for b in range(3):
                         r = min(max(i + a - 1, 0), rows - 1)
@@ -179,76 +221,70 @@ WRONG: dict[str, dict[str, str]] = {
 """),
     },
     "ex2-solution": {
-        # Keeps the rows as they came (array of structures): right numbers, but a warp's 32 reads of x lie 12 bytes
-        # apart and touch 12 sectors instead of 4.
+        # Keeps the records' rows (array of structures), only the needed columns: right numbers, but a warp's 32 reads
+        # of one field lie len(fields) * 4 bytes apart and touch 12 sectors instead of 4 for three fields.
         "typical": _EX2_HEAD + '''\
-    p = points.astype(np.float32)
+    p = np.ascontiguousarray(records[:, list(fields)], dtype=np.float32)
 ''' + _AOS_KERNEL,
-        # points.T has the (3, n) shape but is a view: the same memory, the same 12-byte stride between threads.
+        # records.T has one row per field but is a view: the same memory, 4k bytes between neighbouring threads.
         "transposed_view": _EX2_HEAD + '''\
-    p = points.T
+    p = records.T
+''' + _FIELDS_KERNEL,
+        # np.array of the transposed view keeps its (Fortran) memory order: the bytes are still laid out by particle.
+        "fortran_copy": _EX2_HEAD + '''\
+    p = np.array(records.T)
+''' + _FIELDS_KERNEL,
+        # reshape is not a transpose: the right shape, the numbers scrambled.
+        "reshape_not_transpose": _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records[:, list(fields)]).reshape(len(fields), -1)
 ''' + _SOA_KERNEL,
-        "constant": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
+        "constant": _EX2_HEAD + _SOA + '''
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
             out[i] = 1.0
 
-    return p, norms
+    return p, lengths
 ''',
-        # numpy computes the norms on the host; the "layout" carries them and the kernel copies.
+        # numpy computes the lengths on the host; the "layout" carries them and the kernel copies.
         "helper": _EX2_HEAD + '''\
-    lengths = np.linalg.norm(points, axis=1).astype(np.float32)
-    p = np.stack([lengths, np.zeros_like(lengths), np.zeros_like(lengths)])
+    p = np.linalg.norm(records[:, list(fields)], axis=1).astype(np.float32)[None, :]
 
     @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
             out[i] = p[0, i]
 
-    return p, norms
+    return p, lengths
 ''',
-        # The guard hard-codes the visible 100 points.
+        # The visible example's fields: x, y, z, whatever fields asks for.
         "visible_only": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
+    p = np.ascontiguousarray(records[:, :3].T, dtype=np.float32)
+''' + _SOA_KERNEL,
+        # Every field as its own row, but the kernel sums all k rows, not the fields asked for.
+        "all_fields": _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records.T, dtype=np.float32)
+''' + _SOA_KERNEL,
+        # Reads each field twice from global memory (value * value with p[f, i] written out twice).
+        "double_reads": _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
+            "value = p[f, i]\n                total += value * value", "total += p[f, i] * p[f, i]"),
+        # The guard compares with <=: thread n passes it and reads past the end.
+        "off_by_one_guard": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i <= out.size"),
+        # Review 3: the guard on the layout's first axis (the fields), or one short of the last particle.
+        "guard_wrong_axis": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < p.shape[0]"),
+        "guard_minus_one": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < out.size - 1"),
+        # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
+        "three_fields": _EX2_HEAD + _SOA + '''
     @cuda.jit
-    def norms(p, out):
-        i = cuda.grid(1)
-        if i < 100:
-            x, y, z = p[0, i], p[1, i], p[2, i]
-            out[i] = math.sqrt(x * x + y * y + z * z)
-
-    return p, norms
-''',
-        # Reads each coordinate twice from global memory (x * x with x = p[0, i] written out twice): 6 reads.
-        "double_reads": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
-    @cuda.jit
-    def norms(p, out):
+    def lengths(p, out):
         i = cuda.grid(1)
         if i < out.size:
-            out[i] = math.sqrt(p[0, i] * p[0, i] + p[1, i] * p[1, i] + p[2, i] * p[2, i])
-
-    return p, norms
-''',
-        # The guard compares with <=: thread n passes it and reads past the end.
-        "off_by_one_guard": _EX2_HEAD + '''\
-    p = np.ascontiguousarray(points.T)
-
-    @cuda.jit
-    def norms(p, out):
-        i = cuda.grid(1)
-        if i <= out.size:
             x, y, z = p[0, i], p[1, i], p[2, i]
             out[i] = math.sqrt(x * x + y * y + z * z)
 
-    return p, norms
+    return p, lengths
 ''',
     },
     "ex3-solution": {
@@ -259,7 +295,7 @@ WRONG: dict[str, dict[str, str]] = {
     def bias_grad(dy, partial, db):
         j = cuda.grid(1)
         if j < db.size:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(dy.shape[0]):
                 total += dy[i, j]
             db[j] = total
@@ -277,7 +313,7 @@ WRONG: dict[str, dict[str, str]] = {
     def bias_grad(dy, partial, db):
         if cuda.grid(1) == 0:
             for j in range(db.size):
-                total = 0.0
+                total = np.float32(0.0)
                 for i in range(dy.shape[0]):
                     total += dy[i, j]
                 db[j] = total
@@ -301,7 +337,7 @@ WRONG: dict[str, dict[str, str]] = {
     def chunk_add(dy, partial, db):
         j, c = cuda.grid(2)
         if j < dy.shape[1] and c < partial.shape[0]:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             db[j] = db[j] + total
@@ -323,7 +359,7 @@ WRONG: dict[str, dict[str, str]] = {
     def chunk_add(dy, partial, db):
         j, c = cuda.grid(2)
         if j < dy.shape[1] and c < partial.shape[0]:
-            total = 0.0
+            total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
                 total += dy[i, j]
             cuda.atomic.add(db, j, total)
@@ -339,8 +375,67 @@ WRONG: dict[str, dict[str, str]] = {
                                     "kernels.grid_2d((features, chunks), block)"),
         # The second launch accumulates into db, which holds garbage at first.
         "accumulate_in_db": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace(
-            "            total = 0.0\n", "").replace("total += partial[c, j]", "db[j] += partial[c, j]").replace(
+            "            total = np.float32(0.0)\n", "").replace("total += partial[c, j]",
+                                                        "db[j] += partial[c, j]").replace(
             "            db[j] = total\n", "") + _EX3_TWO_LAUNCHES,
+        # One block as wide as the layer: right up to 1024 features, a launch CUDA refuses beyond. (Review 2.)
+        "block_of_features": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS + '''
+    chunks = kernels.blocks_for(batch, 32)
+    return [(chunk_sums, (1, chunks), (features, 1)), (column_sums, 1, features)]
+''',
+        # One launch: the block of the last chunk sums the others' partials, with no grid-wide barrier. (Review 2.)
+        "last_block_finishes": _EX3_HEAD + '''
+    @cuda.jit
+    def bias_grad(dy, partial, db):
+        j, c = cuda.grid(2)
+        chunks = partial.shape[0]
+        if j < dy.shape[1] and c < chunks:
+            total = np.float32(0.0)
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
+                total += dy[i, j]
+            if c < chunks - 1:
+                partial[c, j] = total
+            else:
+                for k in range(chunks - 1):
+                    total += partial[k, j]
+                db[j] = total
+
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    return [(bias_grad, kernels.grid_2d((chunks, features), block), block)]
+''',
+        # v3's first model answer: one second launch sums all ceil(batch / 32) chunk sums of a feature. Right, and
+        # within the budget up to a batch of 1024; beyond, each thread reads more than 32 sums (2,048 at a batch of
+        # 65,536: 4,096 threads, the one-thread-per-feature design again). (Review 3.)
+        "single_second_launch": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS + _EX3_TWO_LAUNCHES,
+        # Review 3: the chunk loop without min(..., batch) (reads past dy's last row), and chunks guarded with <=.
+        "no_min_chunk_end": _EX3_HEAD + _EX3_CHUNKS.replace("range(32 * c, min(32 * c + 32, dy.shape[0]))",
+                                                            "range(32 * c, 32 * c + 32)") + _EX3_COLUMNS
+        + _EX3_TWO_LAUNCHES,
+        "guard_le_chunks": _EX3_HEAD + _EX3_CHUNKS.replace("c < partial.shape[0]", "c <= partial.shape[0]")
+        + _EX3_COLUMNS + _EX3_TWO_LAUNCHES,
+        # Review 3: a (32, 32) block stages one chunk in shared memory, but reads it with no cuda.syncthreads().
+        "shared_no_sync": _EX3_HEAD + '''
+    @cuda.jit
+    def chunk_sums(dy, partial, db):
+        staged = cuda.shared.array((32, 32), dtype=np.float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        j, c = cuda.blockIdx.x * 32 + tx, cuda.blockIdx.y
+        i = 32 * c + ty
+        value = np.float32(0.0)
+        if j < dy.shape[1] and i < dy.shape[0]:
+            value = dy[i, j]
+        staged[ty, tx] = value
+        if ty == 0 and j < dy.shape[1]:
+            total = np.float32(0.0)
+            for k in range(32):
+                total += staged[k, tx]
+            partial[c, j] = total
+''' + _EX3_COLUMNS + '''
+    chunks = kernels.blocks_for(batch, 32)
+    return [(chunk_sums, (kernels.blocks_for(features, 32), chunks), (32, 32)),
+            (column_sums, kernels.blocks_for(features, 32), 32)]
+''',
         # The second launch's guard compares with <=: the thread just past the last feature reads partial[c, features].
         "off_by_one_guard": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS.replace("if j < db.size", "if j <= db.size")
         + _EX3_TWO_LAUNCHES,

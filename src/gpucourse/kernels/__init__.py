@@ -7,9 +7,9 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
   ``numba.cuda`` is imported;
 - :mod:`~gpucourse.kernels.geometry`: CUDA's limits, blocks and grids for a problem size;
 - :mod:`~gpucourse.kernels.tracer`: runs a kernel's Python source on the CPU, one simulated thread at a time (or,
-  with ``interleave=True``, switching threads at every memory access to expose races);
-- :mod:`~gpucourse.kernels.adversary`: the same tracer as the worst legal GPU (blocks shuffled, threads interleaved
-  at every access, negative indices refused, outputs poisoned), for grading;
+  with ``interleave=True``, switching threads at every memory access to expose races); ``trace_kernel_adversarial``
+  is the same tracer in a random adversarial order (blocks shuffled, threads switched at every access, races
+  flagged, negative indices refused, outputs poisoned), for grading;
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
 - :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;
@@ -27,7 +27,6 @@ follow :func:`use_cuda_or_simulator`.
 from __future__ import annotations
 
 from gpucourse.kernels import numba_backend, triton_backend
-from gpucourse.kernels.adversary import trace_kernel_adversarial
 from gpucourse.kernels.cuda_stack import (StackLayer, _cudnn_version_string, nvidia_wheels, software_stack,
                                           tensorflow_build_info)
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, blocks_for, grid_2d
@@ -36,7 +35,7 @@ from gpucourse.kernels.occupancy_calculator import (REGISTER_ALLOCATION_UNIT, SM
                                                     occupancy, occupancy_rows, occupancy_table)
 from gpucourse.kernels.thread_map import plot_thread_map
 from gpucourse.kernels.trace import DataRace, KernelTrace, Race
-from gpucourse.kernels.tracer import MAX_TRACED_THREADS, _SimThread, trace_kernel
+from gpucourse.kernels.tracer import MAX_TRACED_THREADS, _SimThread, trace_kernel, trace_kernel_adversarial
 
 _FOLLOWED = ("BACKEND", "BACKEND_REASON")
 

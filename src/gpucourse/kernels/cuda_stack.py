@@ -124,7 +124,7 @@ def software_stack() -> list[StackLayer]:
                    "pip package nvidia-cublas-* (PyTorch's CUDA wheels bring it)"),
         StackLayer("cuDNN", cudnn, "tuned convolutions, pooling, normalisation, activations, attention",
                    "torch.backends.cudnn.version()"),
-        StackLayer("NCCL", nccl, "multi-GPU communication: all-reduce, broadcast (lesson 06)",
+        StackLayer("NCCL", nccl, "multi-GPU communication: all-reduce, broadcast (lesson 14)",
                    "torch.cuda.nccl.version() (needs a visible GPU)"),
         StackLayer("PyTorch", None if torch is None else torch.__version__, "framework: calls the libraries above",
                    "torch.__version__"),
@@ -138,6 +138,8 @@ def software_stack() -> list[StackLayer]:
 def nvidia_wheels() -> list[tuple[str, str]]:
     """(name, version) of every installed pip distribution named nvidia-*: the CUDA libraries the frameworks load.
 
+    nvidia-ml-py is left out: it holds Python bindings to NVML (the driver's monitoring library), not a CUDA library.
+
     Taught in lesson 04_cuda_model.
     """
     from importlib import metadata
@@ -145,7 +147,7 @@ def nvidia_wheels() -> list[tuple[str, str]]:
     found = {}
     for distribution in metadata.distributions():
         name = (distribution.metadata["Name"] or "").lower()
-        if name.startswith("nvidia-"):
+        if name.startswith("nvidia-") and name != "nvidia-ml-py":
             found[name] = distribution.version
     return sorted(found.items())
 

@@ -38,9 +38,17 @@ def _driver_sees_gpu() -> bool:
 
 
 def _numba_can_use_gpu() -> bool:
-    """Ask a fresh Python process whether Numba's real CUDA target finds a GPU (this process cannot switch back)."""
+    """Ask a fresh Python process whether Numba's real CUDA target finds a GPU and compiles and runs a tiny kernel.
+
+    A GPU alone is not enough: Numba compiles through NVVM and libdevice (a CUDA toolkit's, or the wheels of
+    ``pip install numba-cuda[cu12]``), which ``cuda.is_available()`` does not check. A fresh process, because this
+    one cannot switch backends once numba.cuda is imported.
+    """
     env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    code = "import sys\nfrom numba import cuda\nsys.exit(0 if cuda.is_available() else 1)"
+    code = ("import sys\nfrom numba import cuda\nif not cuda.is_available():\n    sys.exit(1)\n"
+            "@cuda.jit\ndef probe(x):\n    x[0] = 1.0\n"
+            "x = cuda.device_array(1, dtype='float32')\nprobe[1, 1](x)\ncuda.synchronize()\n"
+            "sys.exit(0 if x.copy_to_host()[0] == 1.0 else 1)")
     try:
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300)
     except (OSError, subprocess.SubprocessError):
@@ -74,11 +82,12 @@ def _choose(prefer: str) -> tuple[str, str]:
                              "Python thread per CUDA thread (same code and results, far slower: sizes stay tiny)")
     if not _numba_can_use_gpu():
         if prefer == "gpu":
-            raise RuntimeError("prefer='gpu': a GPU is visible but Numba cannot use it (CUDA toolkit libraries "
-                               "missing?); use prefer='auto' for the simulator")
-        return "simulator", ("a GPU is visible but Numba cannot use it (CUDA toolkit libraries missing?): Numba's "
-                             "CUDA simulator runs the kernels on the CPU instead")
-    return "gpu", "Numba compiles each kernel to GPU machine code and runs it on the GPU"
+            raise RuntimeError("prefer='gpu': a GPU is visible but Numba cannot compile for it (NVVM, from a CUDA "
+                               "toolkit or numba-cuda[cu12], missing?); use prefer='auto' for the simulator")
+        return "simulator", ("a GPU is visible but Numba cannot compile for it (NVVM, from a CUDA toolkit or "
+                             "numba-cuda[cu12], missing?): Numba's CUDA simulator runs the kernels on the CPU instead")
+    return "gpu", ("Numba compiles each kernel to PTX, which the driver turns into GPU machine code, and runs it on "
+                   "the GPU")
 
 
 def use_cuda_or_simulator(prefer: str = "auto", verbose: bool = True) -> str:

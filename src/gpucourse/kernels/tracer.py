@@ -5,11 +5,16 @@ threads of each block in turn (switching at every ``syncthreads()``), and record
 passed to it in a :class:`~gpucourse.kernels.trace.KernelTrace`. It runs the same way on a Colab GPU as on a laptop
 (lessons 04_cuda_model and 05_cuda_shared_memory).
 
-With ``interleave=True`` it plays the worst legal schedule instead (lesson 05's graders use it): the threads of a
+With ``interleave=True`` it plays a random adversarial order instead (lesson 05's graders use it): the threads of a
 block switch after every access to shared or global memory, in a seeded random order, so an unsynchronised
 read-modify-write loses updates as it can on a GPU; and two threads of a block that touch one element between the
 same two barriers, at least one of them writing, unless both use atomics, raise
-:class:`~gpucourse.kernels.trace.DataRace`.
+:class:`~gpucourse.kernels.trace.DataRace`. Its other options use more of a GPU's freedoms against the kernel:
+``shuffle_blocks`` runs the blocks in a seeded random order, ``refuse_negative`` makes a negative index into an array
+argument an error (Numba wraps it round as Python does, on a GPU too, so a missing ``>= 0`` check silently reads the
+far edge; CUDA C reads the memory before the array), and ``poison`` first fills the named array arguments with what
+uninitialised memory may hold (NaN for floats), so an element the kernel forgets to write shows.
+:func:`trace_kernel_adversarial` turns them all on (lesson 04's graders use it).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpucourse._validate import positive_int
+from gpucourse._validate import non_negative_int, positive_int
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, _dim3
 from gpucourse.kernels.trace import DataRace, KernelTrace
 
@@ -334,8 +339,8 @@ class _TracingCuda:
 class _RecordingArray:
     """A global-memory array as a traced kernel sees it: every element read and write is recorded."""
 
-    def __init__(self, name: str, array: np.ndarray, trace: "KernelTrace") -> None:
-        self._name, self._array, self._trace = name, array, trace
+    def __init__(self, name: str, array: np.ndarray, trace: "KernelTrace", refuse_negative: bool = False) -> None:
+        self._name, self._array, self._trace, self._refuse_negative = name, array, trace, refuse_negative
         self.shape, self.size, self.ndim, self.dtype = array.shape, array.size, array.ndim, array.dtype
 
     def __len__(self) -> int:
@@ -350,6 +355,10 @@ class _RecordingArray:
                                               for p in parts):
             raise TypeError(f"thread ({ThreadId(where.blockIdx, where.threadIdx)}) {kind} {label}: the tracer "
                             f"follows element accesses, so index all {self.ndim} dimension(s) with integers")
+        if self._refuse_negative and any(part < 0 for part in parts):
+            raise IndexError(f"thread ({ThreadId(where.blockIdx, where.threadIdx)}) {kind} {label}: a negative "
+                             f"index. Python and Numba (on a GPU too) wrap it round to the end of {self._name}, "
+                             "silently; CUDA C reads the memory before the array. A missing `>= 0` in a guard?")
         fixed = []
         for part, size in zip(parts, self.shape):
             part = int(part)
@@ -444,28 +453,8 @@ def _rebind(function: types.FunctionType, fake: _TracingCuda, done: dict) -> typ
     return new
 
 
-def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int | tuple[int, ...],
-                 *args: object, max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False,
-                 interleave: bool = False, seed: int = 0) -> KernelTrace:
-    """Run ``kernel[griddim, blockdim](*args)`` in Python, one thread at a time, recording every global access.
-
-    Raises DataRace (a CheckFailed) when two blocks write one element without an atomic, or one block reads what
-    another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
-    With ``interleave``, the threads of a block take turns after every memory access, in an order drawn from
-    ``seed`` (the worst legal schedule: a plain ``+=`` from several threads loses updates), and two threads of one
-    block that touch an element between the same two barriers, at least one writing, unless both use atomics, are a
-    DataRace too.
-    Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
-    """
-    function = _python_function(kernel)
-    grid, block = Dim3(*_dim3("griddim", griddim)), Dim3(*_dim3("blockdim", blockdim))
-    max_threads = positive_int("max_threads", max_threads)
-    for flag, value in (("allow_races", allow_races), ("interleave", interleave)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{flag} must be True or False, got {value!r}")
-    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
-        raise TypeError(f"seed must be a non-negative int, got {seed!r}")
-    order = np.random.default_rng(int(seed))
+def _launch_size(grid: Dim3, block: Dim3, max_threads: int) -> int:
+    """Threads per block of a launch, after refusing a block larger than CUDA's or a launch over ``max_threads``."""
     per_block = block.x * block.y * block.z
     if per_block > MAX_THREADS_PER_BLOCK:
         raise ValueError(f"blockdim {tuple(block)} has {per_block} threads; CUDA allows at most "
@@ -474,19 +463,65 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
     if total > max_threads:
         raise ValueError(f"griddim x blockdim launches {total} threads, more than max_threads={max_threads}: the "
                          "tracer runs each one in Python, so trace a smaller problem")
+    return per_block
+
+
+def _array_arguments(function: types.FunctionType, args: tuple) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The kernel's parameter names and its array arguments by name; TypeError for a wrong count or a device array."""
     names = list(function.__code__.co_varnames[:function.__code__.co_argcount])
     if len(args) != len(names):
         raise TypeError(f"kernel {function.__name__}{tuple(names)} takes {len(names)} arguments, got {len(args)}")
     for name, value in zip(names, args):
         if not isinstance(value, np.ndarray) and hasattr(value, "copy_to_host"):
             raise TypeError(f"argument {name!r} is a device array: pass numpy arrays to trace_kernel")
-    arrays = {name: value for name, value in zip(names, args) if isinstance(value, np.ndarray) and value.ndim > 0}
+    return names, {name: value for name, value in zip(names, args) if isinstance(value, np.ndarray) and value.ndim > 0}
+
+
+def _poison(arrays: dict[str, np.ndarray], poison: object, kernel_name: str) -> None:
+    """Fill the array arguments named in ``poison`` (in place) with what uninitialised memory may hold."""
+    if isinstance(poison, str) or not isinstance(poison, (tuple, list)):
+        raise TypeError(f"poison must be a tuple of argument names, got {poison!r}")
+    unknown = [name for name in poison if name not in arrays]
+    if unknown:
+        raise ValueError(f"poison names {unknown}, which are not array arguments of {kernel_name} {list(arrays)}")
+    for name in poison:
+        arrays[name].fill(_fill_value(arrays[name].dtype))
+
+
+def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int | tuple[int, ...],
+                 *args: object, max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False,
+                 interleave: bool = False, seed: int = 0, shuffle_blocks: bool = False, refuse_negative: bool = False,
+                 poison: tuple[str, ...] = ()) -> KernelTrace:
+    """Run ``kernel[griddim, blockdim](*args)`` in Python, one thread at a time, recording every global access.
+
+    Raises DataRace (a CheckFailed) when two blocks write one element without an atomic, or one block reads what
+    another writes, unless ``allow_races``: blocks run one after another here, which would hide such a race.
+    With ``interleave``, the threads of a block take turns after every memory access, in an order drawn from
+    ``seed`` (a random adversarial order: a plain ``+=`` from several threads loses updates), and two threads of one
+    block that touch an element between the same two barriers, at least one writing, unless both use atomics, are a
+    DataRace too. With ``shuffle_blocks`` the blocks run in an order drawn from ``seed``; with ``refuse_negative`` a
+    negative index into an array argument raises IndexError; the array arguments named in ``poison`` are first
+    filled (in place) with NaN (floats) or an extreme integer.
+    Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
+    """
+    function = _python_function(kernel)
+    grid, block = Dim3(*_dim3("griddim", griddim)), Dim3(*_dim3("blockdim", blockdim))
+    max_threads = positive_int("max_threads", max_threads)
+    for flag, value in (("allow_races", allow_races), ("interleave", interleave), ("shuffle_blocks", shuffle_blocks),
+                        ("refuse_negative", refuse_negative)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{flag} must be True or False, got {value!r}")
+    order = np.random.default_rng(non_negative_int("seed", seed))
+    per_block = _launch_size(grid, block, max_threads)
+    blocks = grid.x * grid.y * grid.z
+    names, arrays = _array_arguments(function, args)
+    _poison(arrays, poison, function.__name__)
     trace = KernelTrace(griddim=grid, blockdim=block, arrays=arrays)
-    fake = _TracingCuda(grid, block, trace)
-    traced = _rebind(function, fake, {})
-    call_args = [_RecordingArray(name, value, trace) if name in arrays else value for name, value in zip(names, args)]
-    barriers, shuffles = np.zeros(total, dtype=np.int64), np.zeros(total, dtype=np.int64)
-    for block_number in range(grid.x * grid.y * grid.z):
+    traced = _rebind(function, _TracingCuda(grid, block, trace), {})
+    call_args = [_RecordingArray(name, value, trace, refuse_negative) if name in arrays else value
+                 for name, value in zip(names, args)]
+    barriers, shuffles = np.zeros(per_block * blocks, dtype=np.int64), np.zeros(per_block * blocks, dtype=np.int64)
+    for block_number in (order.permutation(blocks).tolist() if shuffle_blocks else range(blocks)):
         block_index = Dim3(block_number % grid.x, block_number // grid.x % grid.y, block_number // (grid.x * grid.y))
         state = _BlockState(interleave=interleave)
         threads = []
@@ -509,6 +544,19 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
                                                         if len(trace.block_races) > 1 else ""))
         trace.check_no_races()
     return trace
+
+
+def trace_kernel_adversarial(kernel: object, griddim: int | tuple[int, ...], blockdim: int | tuple[int, ...],
+                             *args: object, seed: int = 0, poison: tuple[str, ...] = (),
+                             max_threads: int = MAX_TRACED_THREADS, allow_races: bool = False) -> KernelTrace:
+    """:func:`trace_kernel` in a random adversarial order: blocks shuffled, threads switched at every access, races
+    flagged, negative indices refused.
+
+    The same as ``trace_kernel(..., interleave=True, shuffle_blocks=True, refuse_negative=True)``, with ``seed``,
+    ``poison``, ``max_threads`` and ``allow_races`` passed on. Taught in lesson 04_cuda_model, whose graders use it.
+    """
+    return trace_kernel(kernel, griddim, blockdim, *args, max_threads=max_threads, allow_races=allow_races,
+                        interleave=True, seed=seed, shuffle_blocks=True, refuse_negative=True, poison=poison)
 
 
 def _run_block_interleaved(threads: list[_SimThread], order: np.random.Generator) -> None:
@@ -651,4 +699,4 @@ def _exchange(threads: list[_SimThread], at_warp: list[_SimThread]) -> None:
             raise RuntimeError(f"warp shuffle in {where}: lane {lane} reads lane {source}, which did not take part")
 
 
-__all__ = ["MAX_TRACED_THREADS", "trace_kernel"]
+__all__ = ["MAX_TRACED_THREADS", "trace_kernel", "trace_kernel_adversarial"]

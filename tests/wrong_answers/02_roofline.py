@@ -23,7 +23,7 @@ _E1_PARTS = '''\
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             result = func(*args, **kwargs)
-            if COUNT_VIEWS or not func.is_view:
+            if COUNT_VIEWS or not (func.is_view or func is torch.ops.aten._unsafe_view.default):
                 self.total += nbytes((args, kwargs), SIZE) + nbytes(result, SIZE)
             return result
 
@@ -64,7 +64,7 @@ def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {{}}
             result = func(*args, **kwargs)
-            if not func.is_view:
+            if not (func.is_view or func is torch.ops.aten._unsafe_view.default):
                 self.total += {count}
             return result
 
@@ -362,6 +362,15 @@ WRONG["ex1-solution"].update({
     "r2_sync_before_not_after": _R_SYNC_BEFORE,
     "r2_batched_calls_median": _R_BATCHED,
     "r2_no_warmup_median_of_3": _R_NO_WARMUP_MEDIAN,
+})
+
+# ---- review r3's wrong answers that the stated rules now make wrong (each must be caught)
+WRONG["ex1-solution"]["r3_kwargs_not_counted"] = (  # tensor keyword arguments (out=) left out
+    _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS.replace("nbytes((args, kwargs), SIZE)", "nbytes(args, SIZE)")
+    + _E1_TIMED)
+WRONG["ex2-solution"].update({
+    "r3_overhead_10x_with_batch_test": _diagnose(overhead="fixed and t1 > 10 * max(compute_s, memory_s)"),
+    "r3_grows_less_than_1p2": _diagnose(fixed="t2 < 1.2 * t1"),
 })
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

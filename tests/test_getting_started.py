@@ -242,3 +242,56 @@ def test_torch_matmul_allow_tf32_is_pytorchs_flag() -> None:
         assert torch.backends.cuda.matmul.allow_tf32 is False
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+_EX1_BY_UUID = '''def gpu_evidence(make, cuda, nvml) -> dict:
+    """A correct answer that finds the tensor's NVML GPU with nvmlDeviceGetHandleByUUID (review 4's probe)."""
+    tensor_box = []
+    allocated_before = [cuda.memory_allocated(i) for i in range(cuda.device_count())]
+    used = None
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        tensor = make()
+    else:
+        try:
+            handles = None
+            try:
+                handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+                before = [nvml.nvmlDeviceGetMemoryInfo(h).used for h in handles]
+            except nvml.NVMLError:
+                before = None
+            tensor = make()
+            if tensor.device.type == "cuda" and before is not None:
+                try:
+                    uuid = "GPU-" + str(cuda.get_device_properties(tensor.device.index).uuid)
+                    handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+                    idx = handles.index(handle)
+                    used = nvml.nvmlDeviceGetMemoryInfo(handle).used - before[idx]
+                except nvml.NVMLError:
+                    used = None
+        finally:
+            nvml.nvmlShutdown()
+    if tensor.device.type != "cuda":
+        return {"device": str(tensor.device), "allocated_bytes": 0, "device_used_bytes": None, "on_gpu": False}
+    index = tensor.device.index
+    allocated = cuda.memory_allocated(index) - allocated_before[index]
+    return {"device": str(tensor.device), "allocated_bytes": allocated, "device_used_bytes": used, "on_gpu": allocated > 0}
+'''
+
+
+def test_a_correct_exercise_1_answer_by_uuid_passes_the_lessons_tests() -> None:
+    """Review 4: pynvml's own UUID lookup must pass lesson 00's Exercise 1 tests (visible and hidden)."""
+    import contextlib
+    import io
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parents[1] / "solutions/00_getting_started/00_getting_started.ipynb")
+                       .read_text())["cells"]
+    grade_id = {c["metadata"].get("nbgrader", {}).get("grade_id", ""): "".join(c["source"]) for c in cells}
+    names: dict = {}
+    exec(next("".join(c["source"]) for c in cells if "# Lesson imports" in "".join(c["source"])), names)
+    exec(_EX1_BY_UUID, names)
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(grade_id["ex1-tests"], names)  # raises CheckFailed where the answer is rejected

@@ -171,3 +171,127 @@ def test_fake_cuda_renumbers_gpus_like_cuda_visible_devices() -> None:
     assert nvml.extra_used[2] > 0 and nvml.extra_used[0] == 0 and nvml.extra_used[1] == 0
     with pytest.raises(ValueError, match="visible"):
         FakeCuda(nvml, visible=[3])
+
+
+def test_fake_nvml_finds_a_gpu_by_uuid_and_gives_its_index() -> None:
+    fake = FakeNvml([FakeGpu("NVIDIA A10", (8, 6), 2**30, uuid="GPU-aaaa"), FakeGpu("NVIDIA A10", (8, 6), 2**30),
+                     FakeGpu("NVIDIA A10", (8, 6), 2**30, uuid="GPU-cccc", unsupported=("nvmlDeviceGetUUID",))])
+    fake.nvmlInit()
+    try:
+        handle = fake.nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000001")
+        assert handle == fake.nvmlDeviceGetHandleByIndex(1) and fake.nvmlDeviceGetIndex(handle) == 1
+        assert fake.nvmlDeviceGetIndex(fake.nvmlDeviceGetHandleByUUID(b"GPU-aaaa")) == 0   # bytes, as old pynvml
+        assert fake.nvmlDeviceGetUUID(fake.nvmlDeviceGetHandleByUUID("GPU-aaaa")) == "GPU-aaaa"
+        with pytest.raises(fake.NVMLError_NotFound):
+            fake.nvmlDeviceGetHandleByUUID("aaaa")          # NVML's UUIDs carry the 'GPU-' prefix
+        with pytest.raises(fake.NVMLError):
+            fake.nvmlDeviceGetHandleByUUID("GPU-cccc")      # a GPU that cannot report its UUID cannot match one
+        with pytest.raises(fake.NVMLError):
+            fake.nvmlDeviceGetIndex(("handle", 7))
+    finally:
+        fake.nvmlShutdown()
+    with pytest.raises(fake.NVMLError_Uninitialized):
+        fake.nvmlDeviceGetHandleByUUID("GPU-aaaa")
+
+
+def test_fake_cuda_uuid_finds_the_nvml_gpu_under_cuda_visible_devices() -> None:
+    fake = FakeNvml([FakeGpu("NVIDIA A10", (8, 6), 2**30, uuid=f"GPU-{i}{i}{i}") for i in range(3)])
+    cuda = FakeCuda(fake, visible=[2, 0])                   # CUDA_VISIBLE_DEVICES=2,0: cuda:0 is NVML's GPU 2
+    fake.nvmlInit()
+    try:
+        handle = fake.nvmlDeviceGetHandleByUUID("GPU-" + str(cuda.get_device_properties(0).uuid))
+        assert fake.nvmlDeviceGetIndex(handle) == 2
+    finally:
+        fake.nvmlShutdown()
+
+
+def test_simulated_tf32_follows_allow_tf32_unless_overridden() -> None:
+    from gpucourse.getting_started import SimulatedMatmulGpu, clock_tools
+
+    tools = clock_tools("NVIDIA A10", "8.6", 72, 128, 1695, 1710, 1725, 1650, 1695, 885)
+
+    def seconds(gpu: SimulatedMatmulGpu) -> float:
+        start = gpu.clock()
+        gpu.matmul(4096, "float32")
+        gpu.synchronize()
+        return gpu.clock() - start
+
+    gpu = SimulatedMatmulGpu(tools, "tf32", 40e12, float32_flops_per_s=20e12)
+    assert gpu.allow_tf32 is False                                     # PyTorch's default
+    assert seconds(gpu) == pytest.approx(2 * 4096**3 / 20e12, rel=3e-3)
+    gpu.allow_tf32 = True
+    assert seconds(gpu) == pytest.approx(2 * 4096**3 / 40e12, rel=3e-3)
+    overridden = SimulatedMatmulGpu(tools, "tf32", 40e12, float32_flops_per_s=20e12, tf32_overridden=True)
+    overridden.allow_tf32 = True
+    assert seconds(overridden) == pytest.approx(2 * 4096**3 / 20e12, rel=3e-3)  # NVIDIA_TF32_OVERRIDE=0
+    with pytest.raises(ValueError, match="float32"):
+        gpu.matmul(64, "tf32")
+    with pytest.raises(ValueError, match="float32_flops_per_s"):
+        SimulatedMatmulGpu(tools, "tf32", 40e12)
+    launch_bound = SimulatedMatmulGpu(tools, "float32", 20e12, broken_sync=True, launch_s=1e-3)
+    assert seconds(launch_bound) == pytest.approx(1e-3, rel=1e-2)      # the planted fault: only the launch is timed
+
+
+def test_torch_matmul_allow_tf32_is_pytorchs_flag() -> None:
+    device = TorchMatmul("cpu")
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        device.allow_tf32 = True
+        assert torch.backends.cuda.matmul.allow_tf32 is True and device.allow_tf32 is True
+        device.allow_tf32 = False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+_EX1_BY_UUID = '''def gpu_evidence(make, cuda, nvml) -> dict:
+    """A correct answer that finds the tensor's NVML GPU with nvmlDeviceGetHandleByUUID (review 4's probe)."""
+    tensor_box = []
+    allocated_before = [cuda.memory_allocated(i) for i in range(cuda.device_count())]
+    used = None
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        tensor = make()
+    else:
+        try:
+            handles = None
+            try:
+                handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+                before = [nvml.nvmlDeviceGetMemoryInfo(h).used for h in handles]
+            except nvml.NVMLError:
+                before = None
+            tensor = make()
+            if tensor.device.type == "cuda" and before is not None:
+                try:
+                    uuid = "GPU-" + str(cuda.get_device_properties(tensor.device.index).uuid)
+                    handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+                    idx = handles.index(handle)
+                    used = nvml.nvmlDeviceGetMemoryInfo(handle).used - before[idx]
+                except nvml.NVMLError:
+                    used = None
+        finally:
+            nvml.nvmlShutdown()
+    if tensor.device.type != "cuda":
+        return {"device": str(tensor.device), "allocated_bytes": 0, "device_used_bytes": None, "on_gpu": False}
+    index = tensor.device.index
+    allocated = cuda.memory_allocated(index) - allocated_before[index]
+    return {"device": str(tensor.device), "allocated_bytes": allocated, "device_used_bytes": used, "on_gpu": allocated > 0}
+'''
+
+
+def test_a_correct_exercise_1_answer_by_uuid_passes_the_lessons_tests() -> None:
+    """Review 4: pynvml's own UUID lookup must pass lesson 00's Exercise 1 tests (visible and hidden)."""
+    import contextlib
+    import io
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parents[1] / "solutions/00_getting_started/00_getting_started.ipynb")
+                       .read_text())["cells"]
+    grade_id = {c["metadata"].get("nbgrader", {}).get("grade_id", ""): "".join(c["source"]) for c in cells}
+    names: dict = {}
+    exec(next("".join(c["source"]) for c in cells if "# Lesson imports" in "".join(c["source"])), names)
+    exec(_EX1_BY_UUID, names)
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(grade_id["ex1-tests"], names)  # raises CheckFailed where the answer is rejected

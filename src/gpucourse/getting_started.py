@@ -171,6 +171,19 @@ class TorchMatmul:
         a, b = self._matrices[key]
         a @ b
 
+    @property
+    def allow_tf32(self) -> bool:
+        """PyTorch's ``torch.backends.cuda.matmul.allow_tf32``: may float32 matmuls use TF32 Tensor Cores?"""
+        import torch
+
+        return torch.backends.cuda.matmul.allow_tf32
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = bool(value)
+
     def synchronize(self) -> None:
         """Wait until the device has finished its queued work."""
         import torch
@@ -192,12 +205,19 @@ class SimulatedMatmulGpu:
 
     Each call's time varies by ``jitter`` (relative), and is ``slow`` times longer with probability ``p_slow`` or
     ``fast`` times shorter with probability ``p_fast``; the first call takes ``init`` times longer (library
-    start-up). ``broken_sync=True`` plants a fault: ``synchronize()`` returns without waiting.
+    start-up). ``broken_sync=True`` plants a fault: ``synchronize()`` returns without waiting, so a call seems to
+    take only its launch time ``launch_s``.
+
+    A ``"tf32"`` GPU times float32 matmuls (``matmul(n, "float32")``) at ``flops_per_s`` while ``allow_tf32`` is
+    True (PyTorch's ``torch.backends.cuda.matmul.allow_tf32``, False by default) and at ``float32_flops_per_s``
+    while it is False. ``tf32_overridden=True`` plants a fault: the environment sets ``NVIDIA_TF32_OVERRIDE=0``, so
+    TF32 stays off whatever ``allow_tf32`` says.
     """
 
     def __init__(self, tools: dict, dtype: str, flops_per_s: float, *, jitter: float = 0.0, p_slow: float = 0.0,
                  slow: float = 3.0, p_fast: float = 0.0, fast: float = 1.6, init: float = 1.0,
-                 broken_sync: bool = False, launch_s: float = 5e-6, seed: int = 0) -> None:
+                 broken_sync: bool = False, launch_s: float = 5e-6, seed: int = 0,
+                 float32_flops_per_s: float | None = None, tf32_overridden: bool = False) -> None:
         import random
 
         if not (isinstance(tools, dict) and {"deviceQuery", "nvidia-smi -q"} <= set(tools)):
@@ -209,6 +229,11 @@ class SimulatedMatmulGpu:
         self._rate, self._jitter, self._launch = float(flops_per_s), jitter, launch_s
         self._odds = (p_slow, slow, p_fast, fast, init)
         self._broken = broken_sync
+        if self.dtype == "tf32" and not (isinstance(float32_flops_per_s, (int, float)) and float32_flops_per_s > 0):
+            raise ValueError(f"float32_flops_per_s: a tf32 GPU needs its float32 rate, got {float32_flops_per_s!r}")
+        self._float32_rate = float(float32_flops_per_s or flops_per_s)
+        self._overridden = tf32_overridden
+        self.allow_tf32 = False  # PyTorch's default for matmuls
         self._random = random.Random(seed)
         self._now = self._busy_until = 1000.0
         self._calls = 0
@@ -216,8 +241,13 @@ class SimulatedMatmulGpu:
     def matmul(self, n: int, dtype: str = "float32") -> None:
         """Queue one n x n matrix multiply in ``dtype`` (the one this device was set up for)."""
         n = positive_int("n", n)
-        if dtype != self.dtype:
+        if dtype == "tf32":
+            raise ValueError("dtype: a TF32 matmul is a float32 matmul with allow_tf32 = True: call "
+                             "matmul(n, 'float32')")
+        if dtype != self.dtype.replace("tf32", "float32"):
             raise ValueError(f"dtype: this simulated GPU times {self.dtype} matmuls, got {dtype!r}")
+        rate = self._rate if self.dtype != "tf32" or (self.allow_tf32 is True and not self._overridden) \
+            else self._float32_rate
         p_slow, slow, p_fast, fast, init = self._odds
         draw = self._random.random()
         factor = (1 + self._random.uniform(-self._jitter, self._jitter)) * (
@@ -226,7 +256,7 @@ class SimulatedMatmulGpu:
             factor *= init
         self._calls += 1
         self._now += self._launch
-        self._busy_until = max(self._busy_until, self._now) + 2 * n**3 / self._rate * factor
+        self._busy_until = max(self._busy_until, self._now) + 2 * n**3 / rate * factor
 
     def synchronize(self) -> None:
         """Wait until the queued matmuls have finished (returns at once when the fault ``broken_sync`` is planted)."""

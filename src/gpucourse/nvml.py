@@ -359,6 +359,12 @@ class FakeNvmlNotSupported(FakeNvmlError):
     value = NVML_ERROR_NOT_SUPPORTED
 
 
+class FakeNvmlNotFound(FakeNvmlError):
+    """pynvml's NVMLError_NotFound: no GPU has that UUID."""
+
+    value = 6  # NVML_ERROR_NOT_FOUND
+
+
 class FakeNvmlDriverNotLoaded(FakeNvmlError):
     """pynvml's NVMLError_DriverNotLoaded: nvmlInit on a machine without an NVIDIA driver."""
 
@@ -442,6 +448,7 @@ class FakeNvml:
     NVMLError = FakeNvmlError
     NVMLError_NotSupported = FakeNvmlNotSupported  # noqa: N815 (pynvml's names)
     NVMLError_DriverNotLoaded = FakeNvmlDriverNotLoaded  # noqa: N815
+    NVMLError_NotFound = FakeNvmlNotFound  # noqa: N815
     NVMLError_GpuIsLost = FakeNvmlGpuIsLost  # noqa: N815
     NVMLError_Uninitialized = FakeNvmlUninitialized  # noqa: N815
     nvmlClocksEventReasonGpuIdle, nvmlClocksEventReasonApplicationsClocksSetting = 0x1, 0x2  # noqa: N815
@@ -520,6 +527,25 @@ class FakeNvml:
         if not (isinstance(index, int) and 0 <= index < len(self._gpus)):
             raise FakeNvmlError(f"invalid device index {index!r}")
         return ("handle", index)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> tuple:  # noqa: N802
+        """The handle of the GPU whose UUID (as nvmlDeviceGetUUID gives it, 'GPU-...') is ``uuid``."""
+        self._check_open()
+        if isinstance(uuid, bytes):
+            uuid = uuid.decode()
+        if not isinstance(uuid, str):
+            raise FakeNvmlError(f"invalid argument: uuid must be str or bytes, got {type(uuid).__name__}")
+        for index, gpu in enumerate(self._gpus):
+            if "nvmlDeviceGetUUID" in gpu.unsupported:          # a GPU that cannot tell its UUID cannot match one
+                continue
+            if uuid == (gpu.uuid or f"GPU-00000000-0000-0000-0000-{index:012d}"):
+                return ("handle", index)
+        raise FakeNvmlNotFound(f"Not Found: no GPU has UUID {uuid!r}")
+
+    def nvmlDeviceGetIndex(self, handle: object) -> int:  # noqa: N802
+        """NVML's index of the GPU (all GPUs, whatever CUDA_VISIBLE_DEVICES says)."""
+        self._gpu(handle, "nvmlDeviceGetIndex")
+        return handle[1]
 
     def nvmlDeviceGetName(self, handle: object) -> str | bytes:  # noqa: N802
         gpu = self._gpu(handle)

@@ -293,5 +293,13 @@ def test_a_correct_exercise_1_answer_by_uuid_passes_the_lessons_tests() -> None:
     names: dict = {}
     exec(next("".join(c["source"]) for c in cells if "# Lesson imports" in "".join(c["source"])), names)
     exec(_EX1_BY_UUID, names)
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec(grade_id["ex1-tests"], names)  # raises CheckFailed where the answer is rejected
+    from gpucourse import checks
+
+    guards_before = list(checks._ACTIVE_GUARDS)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(grade_id["ex1-tests"], names)  # raises CheckFailed where the answer is rejected
+    finally:  # outside IPython no cell end restores the test cell's off-limits helpers: restore them here
+        for guard in [g for g in checks._ACTIVE_GUARDS if g not in guards_before]:
+            guard.restore()
+    assert checks.active_off_limits() == [(g.helpers, g.exercise) for g in guards_before if g.active]

@@ -352,4 +352,24 @@ WRONG: dict[str, dict[str, str]] = {
     },
 }
 
+# ---- reviewer 00_r5's wrong answers ----
+WRONG["ex1-solution"].update({
+    # NVML's whole-GPU growth (any process) taken as evidence that this process allocated
+    "r5_either_evidence": _evidence(on_gpu="allocated > 0 or (used or 0) > 0"),
+    # this process's growth summed over every GPU, not that of the tensor's GPU
+    "r5_summed_allocated": _evidence(
+        allocated_after="sum(cuda.memory_allocated(i) for i in range(cuda.device_count())) - sum(allocated_before)"
+                        " + allocated_before[index]"),
+})
+# compute_90a (arch-specific PTX) treated as portable PTX
+WRONG["ex2-solution"]["r5_compute_arch_specific"] = _EX2 + _DIAG_RIGHT.replace(
+    'elif kind == "compute" and not specific and target <= capability:',
+    'elif kind == "compute" and target <= capability:')
+# the TF32 flag "put back" to PyTorch's default instead of to what it was
+WRONG["ex3-solution"]["r5_flag_reset_false"] = _EX3 + _PEAK_RIGHT.replace("            gpu.allow_tf32 = allowed\n",
+                                                                          "            gpu.allow_tf32 = False\n")
+for _answer in (WRONG["ex1-solution"]["r5_either_evidence"], WRONG["ex1-solution"]["r5_summed_allocated"],
+                WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex3-solution"]["r5_flag_reset_false"]):
+    assert _answer.count("\n") > 5
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

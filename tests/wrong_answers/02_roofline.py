@@ -374,3 +374,31 @@ WRONG["ex2-solution"].update({
 })
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
+# ---- review r4 (02c) wrong answers
+_R4_E1_UNSAFE = (_E1 + "    COUNT_VIEWS, SIZE = False, None\n"
+                 + _E1_PARTS.replace("COUNT_VIEWS or not (func.is_view or func is torch.ops.aten._unsafe_view.default)",
+                                     "not func.is_view")
+                 + _E1_TIMED)
+_R4_E2_COUNTS_AT_2B = _diagnose().replace("                if n == batch:\n                    with", "                if True:\n                    with")
+_R4_E2_COMPUTE_FIRST = _diagnose().replace(
+    '''        if fixed and t1 > 3 * max(compute_s, memory_s):
+            report[name] = {"limit": "overhead", "remedy": "fewer calls"}
+        elif compute_s >= memory_s:
+            report[name] = {"limit": "compute", "remedy": "faster arithmetic"}
+''', '''        if compute_s >= memory_s:
+            report[name] = {"limit": "compute", "remedy": "faster arithmetic"}
+        elif fixed and t1 > 3 * max(compute_s, memory_s):
+            report[name] = {"limit": "overhead", "remedy": "fewer calls"}
+''')
+assert _R4_E2_COMPUTE_FIRST != _diagnose() and _R4_E2_COUNTS_AT_2B != _diagnose() and "_unsafe_view" not in _R4_E1_UNSAFE.split("COUNT_VIEWS, SIZE")[1].split("runs =")[0]
+WRONG["ex1-solution"].update({
+    "r4_unsafe_view_counted": _R4_E1_UNSAFE,
+})
+WRONG["ex2-solution"].update({
+    "r4_unsafe_view_counted": _diagnose().replace(
+        "if not (func.is_view or func is torch.ops.aten._unsafe_view.default):", "if not func.is_view:"),
+    "r4_roofline_time_sum": _diagnose(overhead="fixed and t1 > 3 * (compute_s + memory_s)"),
+    "r4_counts_at_2x_batch": _R4_E2_COUNTS_AT_2B,
+    "r4_compute_before_overhead": _R4_E2_COMPUTE_FIRST,
+    "r4_mean_not_median": _diagnose(time_call="benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock).mean_s"),
+})

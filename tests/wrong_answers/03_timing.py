@@ -23,7 +23,8 @@ def diagnose(benchmark: Callable[[SimulatedGPU], float]) -> set[str]:
     """The timing mistakes a benchmark's figure reflects, found by changing one device setting at a time."""
 '''
 _EX2_EXPERIMENT = '''\
-    base = {"init_s": 0.5, "flops_per_s": 1e12, "fp64_flops_per_s": 1e11, "transfer_bytes_per_s": 1e10}
+    base = {"init_s": 0.5, "launch_s": 1e-4, "flops_per_s": 1e12, "fp64_flops_per_s": 1e11,
+            "transfer_bytes_per_s": 1e10}
 
     def figure(**change: float) -> float:
         with SimulatedGPU(simulated_clock=True, **{**base, **change}) as gpu:
@@ -267,11 +268,11 @@ WRONG: dict[str, dict[str, str]] = {
         # float64 is never tested.
         "typical": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
-    if not moves(flops_per_s=1e11):
+    if not moves(flops_per_s=1e10):
         found.add("no_sync")
-    if moves(init_s=5.0):
+    if moves(init_s=50.0):
         found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e9):
+    if moves(transfer_bytes_per_s=1e8):
         found.add("copy_inside")
     return found
 ''',
@@ -300,50 +301,50 @@ WRONG: dict[str, dict[str, str]] = {
         # matmuls outside the timer) is reported as unsynchronised too. Right on every benchmark that launches matmuls.
         "no_launch_test": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
-    if not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+    if not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
         found.add("no_sync")
-    if moves(init_s=5.0):
+    if moves(init_s=50.0):
         found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e9):
+    if moves(transfer_bytes_per_s=1e8):
         found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e10):
+    if moves(fp64_flops_per_s=1e9):
         found.add("float64")
     return found
 ''',
         # Changes two settings at once: the start-up and the copy bandwidth, and blames both for either.
         "two_at_once": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
-    if not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+    if not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
         found.add("no_sync")
-    if moves(init_s=5.0, transfer_bytes_per_s=1e9):
+    if moves(init_s=50.0, transfer_bytes_per_s=1e8):
         found |= {"cold_start", "copy_inside"}
-    if moves(fp64_flops_per_s=1e10):
+    if moves(fp64_flops_per_s=1e9):
         found.add("float64")
     return found
 ''',
         # R2: any change counts (!= instead of the 1% rule).
         "r2_any_change": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 0") + """\
     found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
         found.add("no_sync")
-    if moves(init_s=5.0):
+    if moves(init_s=50.0):
         found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e9):
+    if moves(transfer_bytes_per_s=1e8):
         found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e10):
+    if moves(fp64_flops_per_s=1e9):
         found.add("float64")
     return found
 """,
         # R2: an absolute threshold of 1 ms instead of a relative one.
         "r2_abs_threshold": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 1e-3") + """\
     found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e11, fp64_flops_per_s=1e10):
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
         found.add("no_sync")
-    if moves(init_s=5.0):
+    if moves(init_s=50.0):
         found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e9):
+    if moves(transfer_bytes_per_s=1e8):
         found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e10):
+    if moves(fp64_flops_per_s=1e9):
         found.add("float64")
     return found
 """,
@@ -369,13 +370,13 @@ WRONG: dict[str, dict[str, str]] = {
         # R2: no_sync = the figure moves with launch cost but not with float32 speed (float64 kernels forgotten).
         "r2_fp32_only_nosync": _EX2_HEAD + _EX2_EXPERIMENT + """\
     found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e11):
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e10):
         found.add("no_sync")
-    if moves(init_s=5.0):
+    if moves(init_s=50.0):
         found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e9):
+    if moves(transfer_bytes_per_s=1e8):
         found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e10):
+    if moves(fp64_flops_per_s=1e9):
         found.add("float64")
     return found
 """,

@@ -12,7 +12,7 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler, Ten
 
 
 def make_fast_loader(dataset, batch_size: int):
-    """A loader over `dataset` that keeps the model fed: at least half of the compute-only throughput."""
+    """A loader over `dataset` that keeps the model fed: at least a third of the compute-only throughput."""
 '''
 _EX2 = '''\
 def augmented_pipeline(images, labels, decode, augment, batch_size: int):

@@ -70,7 +70,7 @@ _DIAG_RIGHT = r'''    import datetime
         if kind == "sm" and (target == capability or (not specific and target[0] == capability[0]
                                                       and target[1] <= capability[1])):
             cubin = True                                             # compiled code for this GPU
-        elif kind == "compute" and not specific and target <= capability:
+        elif kind == "compute" and (target == capability if specific else target <= capability):
             ptx = True                                               # PTX the driver can compile for it
     if not (cubin or ptx):
         return {"runs": False, "rule": "arch", "fix": "wheel"}
@@ -250,12 +250,12 @@ WRONG: dict[str, dict[str, str]] = {
         # compiled code for any minor of the major (sm_86 taken to run on 8.0)
         "any_minor": _EX2 + _DIAG_RIGHT.replace("\n                                                      and target[1] <= capability[1])", ")"),
         # PTX ignored
-        "no_ptx": _EX2 + _DIAG_RIGHT.replace('elif kind == "compute" and not specific and target <= capability:',
-                                             "elif False:"),
+        "no_ptx": _EX2 + _DIAG_RIGHT.replace(
+            'elif kind == "compute" and (target == capability if specific else target <= capability):', "elif False:"),
         # PTX taken only for an older capability: compute_120 refused on a 12.0 GPU (review 3)
         "ptx_strictly_older": _EX2 + _DIAG_RIGHT.replace(
-            'elif kind == "compute" and not specific and target <= capability:',
-            'elif kind == "compute" and not specific and target < capability:'),
+            'elif kind == "compute" and (target == capability if specific else target <= capability):',
+            'elif kind == "compute" and (target == capability if specific else target < capability):'),
         # PTX-only needs a driver whose CUDA is newer than the wheel's, not as new (review 3)
         "driver_cuda_strict": _EX2 + _DIAG_RIGHT.replace("if driver_cuda >= build or", "if driver_cuda > build or"),
         # a newer driver as the fix for everything
@@ -363,13 +363,18 @@ WRONG["ex1-solution"].update({
 })
 # compute_90a (arch-specific PTX) treated as portable PTX
 WRONG["ex2-solution"]["r5_compute_arch_specific"] = _EX2 + _DIAG_RIGHT.replace(
-    'elif kind == "compute" and not specific and target <= capability:',
+    'elif kind == "compute" and (target == capability if specific else target <= capability):',
     'elif kind == "compute" and target <= capability:')
+# compute_90a ignored: arch-specific PTX refused even on exactly 9.0
+WRONG["ex2-solution"]["compute_a_ignored"] = _EX2 + _DIAG_RIGHT.replace(
+    'elif kind == "compute" and (target == capability if specific else target <= capability):',
+    'elif kind == "compute" and not specific and target <= capability:')
 # the TF32 flag "put back" to PyTorch's default instead of to what it was
 WRONG["ex3-solution"]["r5_flag_reset_false"] = _EX3 + _PEAK_RIGHT.replace("            gpu.allow_tf32 = allowed\n",
                                                                           "            gpu.allow_tf32 = False\n")
 for _answer in (WRONG["ex1-solution"]["r5_either_evidence"], WRONG["ex1-solution"]["r5_summed_allocated"],
-                WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex3-solution"]["r5_flag_reset_false"]):
+                WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex2-solution"]["compute_a_ignored"],
+                WRONG["ex3-solution"]["r5_flag_reset_false"]):
     assert _answer.count("\n") > 5
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

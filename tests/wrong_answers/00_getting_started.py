@@ -311,6 +311,13 @@ WRONG: dict[str, dict[str, str]] = {
         "above_is_timer": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:", "if achieved > peak:"),
         # review 4: a fixed 2x margin for "no sync" instead of the Max Clocks peak
         "fixed_margin": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:", "if achieved > 2 * peak:"),
+        # review r7: fixed 1.2x and 1.25x margins (Max Clocks / rated is 1.009x on a T4, 1.24x on an RTX 4090)
+        "r7_margin_1_2": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:", "if achieved > 1.2 * peak:"),
+        "r7_margin_1_25": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:",
+                                                     "if achieved > 1.25 * peak:"),
+        # review r7: only GeForce cards boost; any other card above its peak is a timing fault
+        "r7_only_geforce_boosts": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:",
+                                                             'if achieved > peak and "GeForce" not in name:'),
     },
 }
 

@@ -24,7 +24,7 @@ def test_fake_cuda_counts_allocated_reserved_and_what_nvml_sees() -> None:
     assert cuda.memory_allocated(1) == 2**20 + 4 * 2**20 + 512      # rounded up to 512-byte blocks
     assert cuda.memory_reserved(torch.device("cuda", 1)) == 6 * 2**20  # the cache had room
     assert cuda.memory_allocated() == 0                                 # the current device is GPU 0
-    assert fake_nvml.extra_used == [0, cuda.context_bytes]              # only the CUDA context is new to NVML
+    assert fake_nvml.extra_used == [0, 0]                               # GPU 1 already had its context and room
     cuda.empty(8 * 2**20, "cuda")                                       # 'cuda' is the current device
     assert cuda.memory_reserved(0) == 8 * 2**20 and fake_nvml.extra_used[0] == cuda.context_bytes + 8 * 2**20
     fake_nvml.nvmlInit()
@@ -232,14 +232,24 @@ def test_simulated_tf32_follows_allow_tf32_unless_overridden() -> None:
     assert seconds(launch_bound) == pytest.approx(1e-3, rel=1e-2)      # the planted fault: only the launch is timed
 
 
-def test_torch_matmul_allow_tf32_is_pytorchs_flag() -> None:
+def test_torch_matmul_float32_runs_with_tf32_off_and_restores_the_flag() -> None:
     device = TorchMatmul("cpu")
     before = torch.backends.cuda.matmul.allow_tf32
+    seen = []
     try:
-        device.allow_tf32 = True
-        assert torch.backends.cuda.matmul.allow_tf32 is True and device.allow_tf32 is True
-        device.allow_tf32 = False
-        assert torch.backends.cuda.matmul.allow_tf32 is False
+        torch.backends.cuda.matmul.allow_tf32 = True
+        real_matmul = torch.Tensor.__matmul__
+
+        def spy(a, b):
+            seen.append(torch.backends.cuda.matmul.allow_tf32)
+            return real_matmul(a, b)
+
+        torch.Tensor.__matmul__ = spy
+        try:
+            device.matmul(8, "float32")
+        finally:
+            torch.Tensor.__matmul__ = real_matmul
+        assert seen == [False] and torch.backends.cuda.matmul.allow_tf32 is True
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
 

@@ -47,7 +47,8 @@ class FakeCuda:
     Like PyTorch's caching allocator, ``memory_allocated`` counts the bytes of live tensors (rounded up to 512 B
     blocks) and ``memory_reserved`` the 2 MiB segments taken from the driver (which NVML's 'used' then includes);
     the first allocation on a GPU also creates a CUDA context there (``context_bytes`` of device memory that
-    NVML sees and PyTorch does not count). Each GPU starts with its own ``allocated`` and ``reserved`` bytes.
+    NVML sees and PyTorch does not count), unless that GPU starts with reserved memory (this process already has
+    its context there). Each GPU starts with its own ``allocated`` and ``reserved`` bytes.
     """
 
     SEGMENT = 2 * 2**20
@@ -68,7 +69,7 @@ class FakeCuda:
             raise ValueError(f"allocated and reserved need one value per GPU ({count})")
         self.current = current
         self.context_bytes = context_bytes
-        self._contexts: set[int] = set()
+        self._contexts: set[int] = {i for i, held in enumerate(self.reserved) if held > 0}  # a context already
         self.synchronized = 0
 
     def is_available(self) -> bool:
@@ -159,7 +160,7 @@ class TorchMatmul:
         self._matrices: dict[tuple[int, str], tuple] = {}
 
     def matmul(self, n: int, dtype: str = "float32") -> None:
-        """Queue one n x n matrix multiply (the inputs are made once per size and dtype)."""
+        """Queue one n x n matrix multiply (inputs made once per size and dtype; float32 with TF32 off)."""
         import torch
 
         n = positive_int("n", n)
@@ -169,20 +170,12 @@ class TorchMatmul:
             self._matrices[key] = tuple(torch.randn(n, n, generator=generator).to(self.device, getattr(torch, dtype))
                                         for _ in range(2))
         a, b = self._matrices[key]
-        a @ b
-
-    @property
-    def allow_tf32(self) -> bool:
-        """PyTorch's ``torch.backends.cuda.matmul.allow_tf32``: may float32 matmuls use TF32 Tensor Cores?"""
-        import torch
-
-        return torch.backends.cuda.matmul.allow_tf32
-
-    @allow_tf32.setter
-    def allow_tf32(self, value: bool) -> None:
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32 = bool(value)
+        allowed = torch.backends.cuda.matmul.allow_tf32
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = False  # float32 stays on the CUDA cores, never TF32
+            a @ b
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = allowed
 
     def synchronize(self) -> None:
         """Wait until the device has finished its queued work."""
@@ -387,8 +380,9 @@ def machine_clock_tools(index: int = 0) -> dict | None:
 
 # --------------------------------------------------------------------------- recorded environment reports
 
-#: End of life of NVIDIA's data-centre driver branches (long-term support and production branches only), from
-#: NVIDIA's support matrices (R535, R580, R595, R620):
+#: End of life of some of NVIDIA's data-centre driver branches, as NVIDIA's support documents give them (not every
+#: branch: 470, 525, 550 and 570, for example, are missing; R440 was a New Feature Branch, the others listed are
+#: long-term support or production branches). Sources: NVIDIA's support matrices (R535, R580, R595, R620):
 #: https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html, .../620/...,
 #: and https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Support.pdf (R418-R460).
 DRIVER_BRANCH_END_OF_LIFE: dict[int, str] = {418: "2022-03", 440: "2020-11", 450: "2023-07", 460: "2022-01",

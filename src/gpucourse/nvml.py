@@ -36,7 +36,7 @@ SM_RATES: dict[tuple[int, int], SmRates] = {
     (8, 0): SmRates("Ampere (data centre)", "A100", 64, 1024),
     (8, 6): SmRates("Ampere (A10, A40, RTX 30)", "A10", 128, 512),
     (8, 9): SmRates("Ada Lovelace", "L4, L40S", 128, 512),
-    (9, 0): SmRates("Hopper", "H100, H200", 128, 2048),
+    (9, 0): SmRates("Hopper", "H100", 128, 2048),
 }
 """Per SM and clock, by compute capability: float32 lanes (CUDA C++ Programming Guide, arithmetic instruction
 throughput) and dense float16 Tensor Core multiply-adds with float32 accumulation (NVIDIA's architecture whitepapers;

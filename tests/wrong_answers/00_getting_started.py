@@ -70,7 +70,7 @@ _DIAG_RIGHT = r'''    import datetime
         if kind == "sm" and (target == capability or (not specific and target[0] == capability[0]
                                                       and target[1] <= capability[1])):
             cubin = True                                             # compiled code for this GPU
-        elif kind == "compute" and not specific and target <= capability:
+        elif kind == "compute" and (target == capability if specific else target <= capability):
             ptx = True                                               # PTX the driver can compile for it
     if not (cubin or ptx):
         return {"runs": False, "rule": "arch", "fix": "wheel"}
@@ -107,10 +107,10 @@ _PEAK_RIGHT = r'''    import re
     clock = rated                                               # the rated boost clock, not NVML's maximum
     if dtype == "float32":
         fmas = rates.fp32_lanes
-    elif dtype in ("float16", "bfloat16", "tf32"):
-        if dtype != "float16" and capability < (8, 0):
-            raise ValueError(f"{dtype} Tensor Cores need compute capability 8.0, this GPU has {capability}")
-        fmas = rates.fp16_tensor_fmas / (2 if dtype == "tf32" else 1)
+    elif dtype in ("float16", "bfloat16"):
+        if dtype == "bfloat16" and capability < (8, 0):
+            raise ValueError(f"bfloat16 Tensor Cores need compute capability 8.0, this GPU has {capability}")
+        fmas = rates.fp16_tensor_fmas
         if "GeForce" in name:
             fmas /= 2                                           # GeForce: float32 accumulation at half rate
         if capability == (9, 0):
@@ -121,40 +121,30 @@ _PEAK_RIGHT = r'''    import re
         raise ValueError(f"unknown dtype {dtype!r}")
     peak = sms * fmas * clock * 1e6 * 2
 
-    def rate(kind: str) -> float:
-        def once() -> float:
-            start = gpu.clock()
-            gpu.matmul(n, kind)
-            gpu.synchronize()                                   # the call only queued the work
-            return gpu.clock() - start
+    def once() -> float:
+        start = gpu.clock()
+        gpu.matmul(n, dtype)
+        gpu.synchronize()                                       # the call only queued the work
+        return gpu.clock() - start
 
-        for _ in range(3):                                      # warm-up: the first call starts the libraries
-            once()
-        return 2 * n**3 / statistics.median(once() for _ in range(15))
-
-    if dtype == "tf32":                                         # the same float32 matmul, TF32 allowed and not
-        allowed = gpu.allow_tf32
-        try:
-            gpu.allow_tf32 = False
-            without = rate("float32")
-            gpu.allow_tf32 = True
-            achieved = rate("float32")
-        finally:
-            gpu.allow_tf32 = allowed
-    else:
-        achieved = rate(dtype)
+    for _ in range(3):                                          # warm-up: the first call starts the libraries
+        once()
+    achieved = 2 * n**3 / statistics.median(once() for _ in range(15))
     if achieved > peak * max_sm / clock:
         verdict = "no sync"                                     # faster than any clock the card reaches
     elif achieved > peak:
         verdict = "boost"
-    elif dtype == "tf32" and peak > sms * rates.fp32_lanes * rated * 1e6 * 2 and achieved < 1.1 * without:
-        verdict = "tf32 off"                                    # TF32 could be faster here, and was not
-    elif re.search(r"SW Power Cap\s*:\s*Active", smi):
-        verdict = "power cap"
     else:
         verdict = "plausible"
     return {"peak": peak, "achieved": achieved, "verdict": verdict}
 '''
+
+
+def _replaced(text: str, old: str, new: str) -> str:
+    """text with old replaced by new, which must occur exactly once."""
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
@@ -250,12 +240,12 @@ WRONG: dict[str, dict[str, str]] = {
         # compiled code for any minor of the major (sm_86 taken to run on 8.0)
         "any_minor": _EX2 + _DIAG_RIGHT.replace("\n                                                      and target[1] <= capability[1])", ")"),
         # PTX ignored
-        "no_ptx": _EX2 + _DIAG_RIGHT.replace('elif kind == "compute" and not specific and target <= capability:',
-                                             "elif False:"),
+        "no_ptx": _EX2 + _DIAG_RIGHT.replace(
+            'elif kind == "compute" and (target == capability if specific else target <= capability):', "elif False:"),
         # PTX taken only for an older capability: compute_120 refused on a 12.0 GPU (review 3)
         "ptx_strictly_older": _EX2 + _DIAG_RIGHT.replace(
-            'elif kind == "compute" and not specific and target <= capability:',
-            'elif kind == "compute" and not specific and target < capability:'),
+            'elif kind == "compute" and (target == capability if specific else target <= capability):',
+            'elif kind == "compute" and (target == capability if specific else target < capability):'),
         # PTX-only needs a driver whose CUDA is newer than the wheel's, not as new (review 3)
         "driver_cuda_strict": _EX2 + _DIAG_RIGHT.replace("if driver_cuda >= build or", "if driver_cuda > build or"),
         # a newer driver as the fix for everything
@@ -290,65 +280,44 @@ WRONG: dict[str, dict[str, str]] = {
             'max_sm = float(re.search(r"SM\\s*:', 'max_sm = float(re.search(r"Graphics\\s*:').replace(
             "    clock = rated ", "    clock = max_sm "),
         # never synchronises: the matmul is only queued when the clock stops
-        "no_sync": _EX3 + _PEAK_RIGHT.replace("            gpu.synchronize()                                   # the call only queued the work\n", ""),
+        "no_sync": _EX3 + _replaced(_PEAK_RIGHT, "        gpu.synchronize()", "        pass  # no synchronize"),
         # the fastest call: noise makes some calls faster than the GPU's rate
-        "min": _EX3 + _PEAK_RIGHT.replace("statistics.median(once() for _ in range(15))", "min(once() for _ in range(15))"),
+        "min": _EX3 + _replaced(_PEAK_RIGHT, "statistics.median(once() for _ in range(15))",
+                                "min(once() for _ in range(15))"),
         # the mean of the repeats: pulled by outliers
-        "mean": _EX3 + _PEAK_RIGHT.replace("statistics.median(once()", "statistics.mean(once()"),
+        "mean": _EX3 + _replaced(_PEAK_RIGHT, "statistics.median(once()", "statistics.mean(once()"),
         # a batch of calls and one synchronisation: the mean in disguise
-        "batched": _EX3 + _PEAK_RIGHT.replace("statistics.median(once() for _ in range(15))", "batch()").replace(
-            "        for _ in range(3):", '''        def batch() -> float:
-            start = gpu.clock()
-            for _ in range(15):
-                gpu.matmul(n, kind)
-            gpu.synchronize()
-            return (gpu.clock() - start) / 15
+        "batched": _EX3 + _replaced(_replaced(_PEAK_RIGHT, "statistics.median(once() for _ in range(15))", "batch()"),
+                                    "    for _ in range(3):", '''    def batch() -> float:
+        start = gpu.clock()
+        for _ in range(15):
+            gpu.matmul(n, dtype)
+        gpu.synchronize()
+        return (gpu.clock() - start) / 15
 
-        for _ in range(3):'''),
+    for _ in range(3):'''),
         # one timed call with no warm-up (the slow first call)
-        "one_cold_call": _EX3 + _PEAK_RIGHT.replace("        for _ in range(3):                                      # warm-up: the first call starts the libraries\n            once()\n", "").replace(
-            "statistics.median(once() for _ in range(15))", "once()"),
+        "one_cold_call": _EX3 + _replaced(_replaced(_PEAK_RIGHT, "        once()\n", "        pass\n"),
+                                          "statistics.median(once() for _ in range(15))", "once()"),
         # n^3 FLOPs, an FMA counted once
-        "fma_once": _EX3 + _PEAK_RIGHT.replace("return 2 * n**3 /", "return n**3 /"),
+        "fma_once": _EX3 + _replaced(_PEAK_RIGHT, "achieved = 2 * n**3 /", "achieved = n**3 /"),
         # the H100's Tensor formats at its boost clock
         "hopper_boost": _EX3 + _PEAK_RIGHT.replace("if capability == (9, 0):", "if False:"),
         # GeForce cards taken at the data-centre rate
         "no_geforce": _EX3 + _PEAK_RIGHT.replace('"GeForce" in name', "False"),
         # GeForce found by 'RTX' in the name: an RTX A6000 halved
         "rtx_name": _EX3 + _PEAK_RIGHT.replace('"GeForce" in name', '"RTX" in name'),
-        # TF32 at the float16 rate
-        "tf32_full_rate": _EX3 + _PEAK_RIGHT.replace('(2 if dtype == "tf32" else 1)', "1"),
         # any result above the datasheet peak blamed on the timer (the GeForce boost ignored)
         "above_is_timer": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:", "if achieved > peak:"),
-        # review 4's critical: "tf32 off" whenever TF32 is no faster than the float32 peak (every GeForce TF32 run)
-        "tf32_below_fp32_peak": _EX3 + _PEAK_RIGHT.replace(
-            "peak > sms * rates.fp32_lanes * rated * 1e6 * 2 and achieved < 1.1 * without",
-            "achieved <= sms * rates.fp32_lanes * rated * 1e6 * 2"),
-        # the ratio trusted where TF32 cannot be faster (GeForce: TF32 peak = float32 peak)
-        "tf32_ratio_everywhere": _EX3 + _PEAK_RIGHT.replace("peak > sms * rates.fp32_lanes * rated * 1e6 * 2 and ", ""),
-        # any TF32 gain taken as TF32 on: a 5% gain is timing noise, not Tensor Cores
-        "tf32_any_gain": _EX3 + _PEAK_RIGHT.replace("achieved < 1.1 * without", "achieved <= without"),
-        # TF32 left allowed after the check
-        "flag_not_restored": _EX3 + _PEAK_RIGHT.replace("            gpu.allow_tf32 = allowed\n", "            pass\n"),
-        # the TF32 run timed without switching TF32 on (PyTorch's default is off)
-        "tf32_never_allowed": _EX3 + _PEAK_RIGHT.replace("            gpu.allow_tf32 = True\n", ""),
-        # the power cap named before TF32 (review 4): both hold, the list's order says tf32 off
-        "power_before_tf32": _EX3 + _PEAK_RIGHT.replace(
-            '''    elif dtype == "tf32" and peak > sms * rates.fp32_lanes * rated * 1e6 * 2 and achieved < 1.1 * without:
-        verdict = "tf32 off"                                    # TF32 could be faster here, and was not
-    elif re.search(r"SW Power Cap\\s*:\\s*Active", smi):
-        verdict = "power cap"
-''', '''    elif re.search(r"SW Power Cap\\s*:\\s*Active", smi):
-        verdict = "power cap"
-    elif dtype == "tf32" and peak > sms * rates.fp32_lanes * rated * 1e6 * 2 and achieved < 1.1 * without:
-        verdict = "tf32 off"
-'''),
         # review 4: a fixed 2x margin for "no sync" instead of the Max Clocks peak
         "fixed_margin": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:", "if achieved > 2 * peak:"),
-        # review 4: GeForce's half rate applied to float16 and bfloat16 but not TF32
-        "geforce_tf32_full": _EX3 + _PEAK_RIGHT.replace('if "GeForce" in name:', 'if "GeForce" in name and dtype != "tf32":'),
-        # the power cap never read from nvidia-smi's clock event reasons
-        "no_power_cap": _EX3 + _PEAK_RIGHT.replace('elif re.search(r"SW Power Cap\\s*:\\s*Active", smi):', "elif False:"),
+        # review r7: fixed 1.2x and 1.25x margins (Max Clocks / rated is 1.009x on a T4, 1.24x on an RTX 4090)
+        "r7_margin_1_2": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:", "if achieved > 1.2 * peak:"),
+        "r7_margin_1_25": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:",
+                                                     "if achieved > 1.25 * peak:"),
+        # review r7: only GeForce cards boost; any other card above its peak is a timing fault
+        "r7_only_geforce_boosts": _EX3 + _PEAK_RIGHT.replace("if achieved > peak * max_sm / clock:",
+                                                             'if achieved > peak and "GeForce" not in name:'),
     },
 }
 
@@ -363,13 +332,14 @@ WRONG["ex1-solution"].update({
 })
 # compute_90a (arch-specific PTX) treated as portable PTX
 WRONG["ex2-solution"]["r5_compute_arch_specific"] = _EX2 + _DIAG_RIGHT.replace(
-    'elif kind == "compute" and not specific and target <= capability:',
+    'elif kind == "compute" and (target == capability if specific else target <= capability):',
     'elif kind == "compute" and target <= capability:')
-# the TF32 flag "put back" to PyTorch's default instead of to what it was
-WRONG["ex3-solution"]["r5_flag_reset_false"] = _EX3 + _PEAK_RIGHT.replace("            gpu.allow_tf32 = allowed\n",
-                                                                          "            gpu.allow_tf32 = False\n")
+# compute_90a ignored: arch-specific PTX refused even on exactly 9.0
+WRONG["ex2-solution"]["compute_a_ignored"] = _EX2 + _DIAG_RIGHT.replace(
+    'elif kind == "compute" and (target == capability if specific else target <= capability):',
+    'elif kind == "compute" and not specific and target <= capability:')
 for _answer in (WRONG["ex1-solution"]["r5_either_evidence"], WRONG["ex1-solution"]["r5_summed_allocated"],
-                WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex3-solution"]["r5_flag_reset_false"]):
+                WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex2-solution"]["compute_a_ignored"]):
     assert _answer.count("\n") > 5
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -448,6 +448,11 @@ WRONG["ex2-solution"].update({
     "predict_measured_at_2x": _diagnose(predict="t2 / (2 * batch)"),  # the per-sample time measured, not predicted
     "predict_roofline_only": _diagnose(predict="roofline_4x / (4 * batch)"),  # the fixed cost per call forgotten
     "predict_proportional": _diagnose(predict="t1 / batch"),  # as if the time grew in proportion to the batch
+    # measured at 4 x batch instead of predicted (the grader's device has memory for 2 x batch)
+    # (the first layer's call on 4 x batch samples is the one that runs out of memory)
+    "predict_by_running_4x": _diagnose(predict="benchmark(lambda: dict(model.named_children())[name](make_input("
+                                               "4 * batch)), warmup=2, repeats=9, sync=sync, clock=clock).median_s "
+                                               "/ (4 * batch)"),
     "predict_fixed_cost_only": _diagnose(predict="max(t1, roofline_4x) / (4 * batch)"),  # nothing grows with the batch
     "r4_mean_not_median": _diagnose(time_call="benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock).mean_s"),
 })

@@ -72,7 +72,8 @@ _TIME = "benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock
 
 
 def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 < 1.5 * t1",
-              overhead: str = "fixed and t1 > 3 * max(compute_s, memory_s)", batch_pays: str = "fixed",
+              overhead: str = "fixed and t1 > 3 * max(compute_s, memory_s)",
+              batch_pays: str = "2 * counts[name, batch][1] - counts[name, 2 * batch][1] > counts[name, batch][1] / 2",
               predict: str = "max(t1 + 3 * (t2 - t1), roofline_4x) / (4 * batch)", counted_at: str = "batch") -> str:
     """A diagnose() with one rule changed."""
     return _E2 + f'''    from torch.utils.flop_counter import FlopCounterMode
@@ -456,3 +457,19 @@ WRONG["ex2-solution"].update({
     "predict_fixed_cost_only": _diagnose(predict="max(t1, roofline_4x) / (4 * batch)"),  # nothing grows with the batch
     "r4_mean_not_median": _diagnose(time_call="benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock).mean_s"),
 })
+# ---- review r5 wrong answers (section 4's rule is now one rule: the remedy comes from the weight bytes)
+WRONG["ex2-solution"].update({
+    # section 4's old wording: a fixed time that is not overhead read as weights (memory, bigger batch)
+    "r5_text_literal_rule": _diagnose().replace(
+        """        elif compute_s >= memory_s:
+            report[name] = {"limit": "compute", "remedy": "faster arithmetic"}
+""", """        elif fixed:
+            report[name] = {"limit": "memory", "remedy": "bigger batch"}
+        elif compute_s >= memory_s:
+            report[name] = {"limit": "compute", "remedy": "faster arithmetic"}
+""", 1),
+    # the old model answer: the remedy read from the timing (a launch as long as the traffic looks like weights)
+    "r5_batch_from_timing": _diagnose(batch_pays="fixed"),
+    "r5_weights_any_share": _diagnose(batch_pays="2 * counts[name, batch][1] - counts[name, 2 * batch][1] > 0"),
+})
+assert "elif fixed:" in WRONG["ex2-solution"]["r5_text_literal_rule"]

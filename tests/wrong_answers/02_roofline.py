@@ -6,10 +6,32 @@ code), 'visible_only' (right on the visible test's inputs only), 'typical' (the 
 
 from wrong_answers.tampering import with_tampering
 
+_E1_NEW = '''\
+def fusion_report(chain, inputs: tuple, flops: float, peak_flops: float, bandwidth: float, fuse=fuse,
+                  sync=sync_for(DEVICE)) -> dict[str, dict[str, float]]:
+    """`chain(*inputs)`, unfused and fused, on the roofline: bytes, intensity, FLOP/s, lower bound, median seconds."""
+'''
+# the answers written for v2's signature (bytes, bound_s, measured_s), each wrapped by _placed() into today's
 _E1 = '''\
-def fusion_report(chain, inputs: tuple, bandwidth: float, fuse=fuse, sync=sync_for(DEVICE)) -> dict[str, dict[str, float]]:
+def _fusion_v1(chain, inputs: tuple, bandwidth: float, fuse=fuse, sync=sync_for(DEVICE)) -> dict[str, dict[str, float]]:
     """Bytes moved, memory lower bound and measured median seconds of `chain(*inputs)`, unfused and fused."""
 '''
+_PLACE = '''
+
+def fusion_report(chain, inputs: tuple, flops: float, peak_flops: float, bandwidth: float, fuse=fuse,
+                  sync=sync_for(DEVICE)) -> dict[str, dict[str, float]]:
+    """The v2 answer above, placed on the roofline correctly (so only its own mistake remains)."""
+    report = _fusion_v1(chain, inputs, bandwidth, fuse, sync)
+    for entry in report.values():
+        entry.update(intensity=flops / entry["bytes"], flops_per_s=flops / entry["measured_s"],
+                     bound_s=BOUND)
+    return report
+'''
+
+
+def _placed(answer: str, bound: str = "max(flops / peak_flops, entry['bytes'] / bandwidth)") -> str:
+    """A v2 answer (`_E1` + body) wrapped into today's fusion_report; `bound` is its bound_s expression."""
+    return answer + _PLACE.replace("BOUND", bound)
 # a correct byte counter with a switch for the planted mistakes, and a timing loop
 _E1_PARTS = '''\
     from torch.utils._pytree import tree_leaves
@@ -42,15 +64,17 @@ _E1_TIMED = '''\
 
 _E2 = '''\
 def diagnose(model, make_input, batch: int, peak_flops: float, bandwidth: float,
-             sync=sync_for(DEVICE), clock=time.perf_counter) -> dict[str, dict[str, str]]:
-    """For each layer of `model` at `batch`: what limits it ('compute', 'memory', 'overhead') and what would help."""
+             sync=sync_for(DEVICE), clock=time.perf_counter) -> dict[str, dict]:
+    """For each layer of `model` at `batch`: what limits it, what would help, and its seconds per sample at 4 x batch."""
 '''
 _COUNT_ALL = "nbytes((args, kwargs)) + nbytes(result)"
 _TIME = "benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock).median_s"
 
 
 def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 < 1.5 * t1",
-              overhead: str = "fixed and t1 > 3 * max(compute_s, memory_s)", batch_pays: str = "fixed") -> str:
+              overhead: str = "fixed and t1 > 3 * max(compute_s, memory_s)",
+              batch_pays: str = "2 * counts[name, batch][1] - counts[name, 2 * batch][1] > counts[name, batch][1] / 2",
+              predict: str = "max(t1 + 3 * (t2 - t1), roofline_4x) / (4 * batch)", counted_at: str = "batch") -> str:
     """A diagnose() with one rule changed."""
     return _E2 + f'''    from torch.utils.flop_counter import FlopCounterMode
     from torch.utils._pytree import tree_leaves
@@ -73,14 +97,16 @@ def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 
         for n in (batch, 2 * batch):
             x = make_input(n)
             for name, layer in model.named_children():
-                if n == batch:
-                    with FlopCounterMode(display=False) as flops, CountBytes() as moved:
-                        layer(x)
-                    counts[name] = (flops.get_total_flops(), moved.total)
+                with FlopCounterMode(display=False) as flops, CountBytes() as moved:
+                    layer(x)
+                counts[name, n] = (flops.get_total_flops(), moved.total)
                 times[name, n] = {time_call}
                 x = layer(x)
     report = {{}}
-    for name, (flops, nbytes_moved) in counts.items():
+    for name, _ in model.named_children():
+        (flops, nbytes_moved), (flops2, nbytes2) = counts[name, batch], counts[name, 2 * batch]
+        roofline_4x = max((3 * flops2 - 2 * flops) / peak_flops, (3 * nbytes2 - 2 * nbytes_moved) / bandwidth)
+        flops, nbytes_moved = counts[name, {counted_at}]
         compute_s, memory_s = flops / peak_flops, nbytes_moved / bandwidth
         t1, t2 = times[name, batch], times[name, 2 * batch]
         fixed = {fixed}
@@ -90,6 +116,7 @@ def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 
             report[name] = {{"limit": "compute", "remedy": "faster arithmetic"}}
         else:
             report[name] = {{"limit": "memory", "remedy": "bigger batch" if {batch_pays} else "fuse"}}
+        report[name]["per_sample_s"] = {predict}
     return report
 '''
 
@@ -97,8 +124,10 @@ def _diagnose(count: str = _COUNT_ALL, time_call: str = _TIME, fixed: str = "t2 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # the visible example's answer
-        "constant": _E1 + '''    return {"unfused": {"bytes": 590_848, "bound_s": 590_848 / bandwidth, "measured_s": 0.004},
-            "fused": {"bytes": 197_632, "bound_s": 197_632 / bandwidth, "measured_s": 0.0015}}
+        "constant": _E1_NEW + '''    return {"unfused": {"bytes": 590_848, "intensity": flops / 590_848, "flops_per_s": flops / 0.004,
+                        "bound_s": 590_848 / bandwidth, "measured_s": 0.004},
+            "fused": {"bytes": 197_632, "intensity": flops / 197_632, "flops_per_s": flops / 0.0015,
+                      "bound_s": 197_632 / bandwidth, "measured_s": 0.0015}}
 ''',
         # the course's lesson-11 recorder: elements of new outputs and 'work', not bytes read and written
         "helper": _E1 + '''    from gpucourse.attention import OpRecorder
@@ -181,8 +210,10 @@ WRONG: dict[str, dict[str, str]] = {
     },
     "ex2-solution": {
         # the first visible model's answer
-        "constant": _E2 + """    return {"norm": {"limit": "overhead", "remedy": "fewer calls"}, "up": {"limit": "memory", "remedy": "fuse"},
-            "gelu": {"limit": "memory", "remedy": "fuse"}, "down": {"limit": "compute", "remedy": "faster arithmetic"}}
+        "constant": _E2 + """    return {"norm": {"limit": "overhead", "remedy": "fewer calls", "per_sample_s": 2.28e-5},
+            "up": {"limit": "memory", "remedy": "fuse", "per_sample_s": 2.86e-4},
+            "gelu": {"limit": "memory", "remedy": "fuse", "per_sample_s": 5.42e-4},
+            "down": {"limit": "compute", "remedy": "faster arithmetic", "per_sample_s": 6.91e-4}}
 """,
         # the package's roofline helper for the bound (off_limits blocks it)
         "helper": _diagnose(overhead="fixed and t1 > 3 * __import__('gpucourse').roofline.time_lower_bound("
@@ -373,13 +404,26 @@ WRONG["ex2-solution"].update({
     "r3_grows_less_than_1p2": _diagnose(fixed="t2 < 1.2 * t1"),
 })
 
+for _kind, _answer in list(WRONG["ex1-solution"].items()):
+    if _kind != "constant":
+        WRONG["ex1-solution"][_kind] = _placed(_answer)
+_CORRECT_V1 = _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS + _E1_TIMED
+WRONG["ex1-solution"].update({
+    # v3 (review r4, item 2): the placement itself
+    "bound_memory_only": _placed(_CORRECT_V1, "entry['bytes'] / bandwidth"),  # as if every chain were memory-bound
+    "bound_sum": _placed(_CORRECT_V1, "flops / peak_flops + entry['bytes'] / bandwidth"),
+    "flops_per_s_of_the_roof": _CORRECT_V1 + _PLACE.replace("BOUND", "max(flops / peak_flops, entry['bytes'] / bandwidth)")
+    .replace('flops_per_s=flops / entry["measured_s"]', 'flops_per_s=min(peak_flops, bandwidth * flops / entry["bytes"])'),
+    "intensity_bytes_over_flops": _CORRECT_V1 + _PLACE.replace("BOUND", "max(flops / peak_flops, entry['bytes'] / bandwidth)")
+    .replace('intensity=flops / entry["bytes"]', 'intensity=entry["bytes"] / flops'),
+})
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
 # ---- review r4 (02c) wrong answers
 _R4_E1_UNSAFE = (_E1 + "    COUNT_VIEWS, SIZE = False, None\n"
                  + _E1_PARTS.replace("COUNT_VIEWS or not (func.is_view or func is torch.ops.aten._unsafe_view.default)",
                                      "not func.is_view")
                  + _E1_TIMED)
-_R4_E2_COUNTS_AT_2B = _diagnose().replace("                if n == batch:\n                    with", "                if True:\n                    with")
+_R4_E2_COUNTS_AT_2B = _diagnose(counted_at="2 * batch")
 _R4_E2_COMPUTE_FIRST = _diagnose().replace(
     '''        if fixed and t1 > 3 * max(compute_s, memory_s):
             report[name] = {"limit": "overhead", "remedy": "fewer calls"}
@@ -392,7 +436,7 @@ _R4_E2_COMPUTE_FIRST = _diagnose().replace(
 ''')
 assert _R4_E2_COMPUTE_FIRST != _diagnose() and _R4_E2_COUNTS_AT_2B != _diagnose() and "_unsafe_view" not in _R4_E1_UNSAFE.split("COUNT_VIEWS, SIZE")[1].split("runs =")[0]
 WRONG["ex1-solution"].update({
-    "r4_unsafe_view_counted": _R4_E1_UNSAFE,
+    "r4_unsafe_view_counted": _placed(_R4_E1_UNSAFE),
 })
 WRONG["ex2-solution"].update({
     "r4_unsafe_view_counted": _diagnose().replace(
@@ -400,5 +444,32 @@ WRONG["ex2-solution"].update({
     "r4_roofline_time_sum": _diagnose(overhead="fixed and t1 > 3 * (compute_s + memory_s)"),
     "r4_counts_at_2x_batch": _R4_E2_COUNTS_AT_2B,
     "r4_compute_before_overhead": _R4_E2_COMPUTE_FIRST,
+    # v3 (review r4, item 1): the prediction at 4 x batch
+    "predict_no_roofline_floor": _diagnose(predict="(t1 + 3 * (t2 - t1)) / (4 * batch)"),  # misses the ridge crossing
+    "predict_measured_at_2x": _diagnose(predict="t2 / (2 * batch)"),  # the per-sample time measured, not predicted
+    "predict_roofline_only": _diagnose(predict="roofline_4x / (4 * batch)"),  # the fixed cost per call forgotten
+    "predict_proportional": _diagnose(predict="t1 / batch"),  # as if the time grew in proportion to the batch
+    # measured at 4 x batch instead of predicted (the grader's device has memory for 2 x batch)
+    # (the first layer's call on 4 x batch samples is the one that runs out of memory)
+    "predict_by_running_4x": _diagnose(predict="benchmark(lambda: dict(model.named_children())[name](make_input("
+                                               "4 * batch)), warmup=2, repeats=9, sync=sync, clock=clock).median_s "
+                                               "/ (4 * batch)"),
+    "predict_fixed_cost_only": _diagnose(predict="max(t1, roofline_4x) / (4 * batch)"),  # nothing grows with the batch
     "r4_mean_not_median": _diagnose(time_call="benchmark(lambda: layer(x), warmup=2, repeats=9, sync=sync, clock=clock).mean_s"),
 })
+# ---- review r5 wrong answers (section 4's rule is now one rule: the remedy comes from the weight bytes)
+WRONG["ex2-solution"].update({
+    # section 4's old wording: a fixed time that is not overhead read as weights (memory, bigger batch)
+    "r5_text_literal_rule": _diagnose().replace(
+        """        elif compute_s >= memory_s:
+            report[name] = {"limit": "compute", "remedy": "faster arithmetic"}
+""", """        elif fixed:
+            report[name] = {"limit": "memory", "remedy": "bigger batch"}
+        elif compute_s >= memory_s:
+            report[name] = {"limit": "compute", "remedy": "faster arithmetic"}
+""", 1),
+    # the old model answer: the remedy read from the timing (a launch as long as the traffic looks like weights)
+    "r5_batch_from_timing": _diagnose(batch_pays="fixed"),
+    "r5_weights_any_share": _diagnose(batch_pays="2 * counts[name, batch][1] - counts[name, 2 * batch][1] > 0"),
+})
+assert "elif fixed:" in WRONG["ex2-solution"]["r5_text_literal_rule"]

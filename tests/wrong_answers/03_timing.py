@@ -586,4 +586,137 @@ MINE["ex3-solution"]["rv_start_after_launch"] = _EX3_HEAD + """\
 for _grade_id, _answers in MINE.items():
     WRONG[_grade_id].update(_answers)
 
+# Review 4's wrong answers (r4_*). Its W1 (every call timed and flushed, warm-up included) is "no_warmup" above, and
+# its W2 (the flush between the events) is "flush_inside".
+R4: dict[str, dict[str, str]] = {
+    "ex2-solution": {
+        # W3: the prompt's base and 100x changes, but a 10% threshold instead of 1%.
+        "r4_threshold_10pct": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 0.10 * abs(reference)")
+        + """\
+    found = set()
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
+        found.add("no_sync")
+    if moves(init_s=50.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e8):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e9):
+        found.add("float64")
+    return found
+""",
+        # W4: the simulator's defaults as the base, settings nudged 2x, and no_sync = no speed setting moves the
+        # figure (no launch test).
+        "r4_defaults_base": _EX2_HEAD + """\
+    def figure(**change):
+        with SimulatedGPU(simulated_clock=True, **change) as gpu:
+            return benchmark(gpu)
+
+    reference = figure()
+    defaults = SimulatedGPU(simulated_clock=True)
+
+    def moves(name, factor):
+        return abs(figure(**{name: getattr(defaults, name) * factor}) - reference) > 0.01 * abs(reference)
+
+    found = set()
+    if not moves("flops_per_s", 0.5) and not moves("fp64_flops_per_s", 0.5) and not moves("transfer_bytes_per_s", 0.5):
+        found.add("no_sync")
+    if moves("init_s", 2.0):
+        found.add("cold_start")
+    if moves("transfer_bytes_per_s", 0.5):
+        found.add("copy_inside")
+    if moves("fp64_flops_per_s", 0.5):
+        found.add("float64")
+    return found
+""",
+    },
+    "ex3-solution": {
+        # W5: the two ends of a 21-call running median as the two levels.
+        "r4_smooth_ends": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    return smooth[0], smooth[-1]
+""",
+        # W6: one step fitted to the trace (the split that minimises absolute deviations from each side's median):
+        # a ramp is averaged into the sustained side.
+        "r4_step_fit": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    best, split = None, 1
+    for k in range(5, len(rates) - 5, 2):
+        left, right = rates[:k], rates[k:]
+        ml, mr = statistics.median(left), statistics.median(right)
+        cost = sum(abs(r - ml) for r in left) + sum(abs(r - mr) for r in right)
+        if best is None or cost < best:
+            best, split = cost, k
+    return statistics.median(rates[:split]), statistics.median(rates[split:])
+""",
+    },
+}
+for _grade_id, _answers in R4.items():
+    WRONG[_grade_id].update(_answers)
+
+RIGHT: dict[str, dict[str, str]] = {
+    # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
+    # run by tests/test_timing.py. Review 4 found a correct Ex2 method failing; these keep that class of fault out.
+    "ex1-solution": {
+        # Review 4: waits on each end event in turn instead of one synchronize at the end.
+        "sync_each_call": _EX1_HEAD + _EX1_EVENTS + """\
+    times = []
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+""",
+    },
+    "ex2-solution": {
+        # The prompt's base and 100x changes, each speed probed on its own (strictly one setting at a time).
+        "one_speed_at_a_time": _EX2_HEAD + _EX2_EXPERIMENT + """\
+    found = set()
+    if moves(launch_s=0.01) and not moves(flops_per_s=1e10) and not moves(fp64_flops_per_s=1e9):
+        found.add("no_sync")
+    if moves(init_s=50.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e8):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e9):
+        found.add("float64")
+    return found
+""",
+        # Review 4's alt_other_base, as the pinned prompt allows it: a table of 100x changes from the base, relative
+        # changes read as ratios, the float64 result reused for no_sync.
+        "table_of_changes": _EX2_HEAD + """\
+    base = dict(init_s=0.5, launch_s=1e-4, flops_per_s=1e12, fp64_flops_per_s=1e11, transfer_bytes_per_s=1e10)
+    changes = {name: value / 100 if name.endswith("_per_s") else value * 100 for name, value in base.items()}
+
+    def run(settings):
+        with SimulatedGPU(simulated_clock=True, **settings) as gpu:
+            return benchmark(gpu)
+
+    reference = run(base)
+    moved = {name: abs(run({**base, name: value}) / reference - 1) > 0.01 for name, value in changes.items()}
+    found = {mistake for name, mistake in [("init_s", "cold_start"), ("transfer_bytes_per_s", "copy_inside"),
+                                           ("fp64_flops_per_s", "float64")] if moved[name]}
+    if moved["launch_s"] and not moved["flops_per_s"] and not moved["fp64_flops_per_s"]:
+        found.add("no_sync")
+    return found
+""",
+    },
+    "ex3-solution": {
+        # Review 4: fixed +-3% bands around the ends of a 21-call running median.
+        "fixed_bands": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.97 * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.03 * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+""",
+    },
+}
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

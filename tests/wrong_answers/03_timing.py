@@ -36,6 +36,27 @@ _EX2_EXPERIMENT = '''\
         return abs(figure(**change) - reference) > 0.01 * abs(reference)
 
 '''
+_EX2_NO_SYNC = "moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9)"
+
+
+def _ex2(no_sync: str = _EX2_NO_SYNC, moved: str = "> 0.01 * abs(reference)", float64: bool = True) -> str:
+    """An Ex2 answer on the prompt's base and 100x changes: its no_sync test, its threshold, with or without float64."""
+    return (_EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", moved) + f"""\
+    found = set()
+    if {no_sync}:
+        found.add("no_sync")
+    if moves(init_s=50.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e8):
+        found.add("copy_inside")
+""" + ("""\
+    if moves(fp64_flops_per_s=1e9):
+        found.add("float64")
+""" if float64 else "") + """\
+    return found
+""")
+
+
 _EX3_HEAD = '''\
 def burst_and_sustained(gpu, n: int, duration_s: float) -> tuple[float, float]:
     """(burst, sustained) FLOP/s of gpu.matmul(n), measured over duration_s seconds of gpu.clock()."""
@@ -266,16 +287,7 @@ WRONG: dict[str, dict[str, str]] = {
     "ex2-solution": {
         # Changes only the float32 speed to test for a missing sync: a float64 benchmark looks unsynchronised, and
         # float64 is never tested.
-        "typical": _EX2_HEAD + _EX2_EXPERIMENT + '''\
-    found = set()
-    if not moves(flops_per_s=1e10):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    return found
-''',
+        "typical": _ex2(no_sync="not moves(flops_per_s=1e10)", float64=False),
         # The article's mistakes, whatever the benchmark.
         "constant": _EX2_HEAD + '''\
     return {"cold_start", "copy_inside", "float64"}
@@ -299,18 +311,7 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # Reads "the figure does not move with the matmuls' speed" as no_sync: a region that times only a copy (its
         # matmuls outside the timer) is reported as unsynchronised too. Right on every benchmark that launches matmuls.
-        "no_launch_test": _EX2_HEAD + _EX2_EXPERIMENT + '''\
-    found = set()
-    if not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-''',
+        "no_launch_test": _ex2(no_sync="not moves(flops_per_s=1e10, fp64_flops_per_s=1e9)"),
         # Changes two settings at once: the start-up and the copy bandwidth, and blames both for either.
         "two_at_once": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
@@ -323,31 +324,9 @@ WRONG: dict[str, dict[str, str]] = {
     return found
 ''',
         # R2: any change counts (!= instead of the 1% rule).
-        "r2_any_change": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 0") + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r2_any_change": _ex2(moved="> 0"),
         # R2: an absolute threshold of 1 ms instead of a relative one.
-        "r2_abs_threshold": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 1e-3") + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r2_abs_threshold": _ex2(moved="> 1e-3"),
         # R2: small perturbations on the simulator's defaults (init 0.25 -> 0.26 s, etc.).
         "r2_small_nudge": _EX2_HEAD + """\
     def figure(**change):
@@ -368,18 +347,7 @@ WRONG: dict[str, dict[str, str]] = {
     return found
 """,
         # R2: no_sync = the figure moves with launch cost but not with float32 speed (float64 kernels forgotten).
-        "r2_fp32_only_nosync": _EX2_HEAD + _EX2_EXPERIMENT + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r2_fp32_only_nosync": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e10)"),
     },
     "ex3-solution": {
         # A short benchmark: ten calls, so the "sustained" rate is the burst rate again.
@@ -591,19 +559,7 @@ for _grade_id, _answers in MINE.items():
 R4: dict[str, dict[str, str]] = {
     "ex2-solution": {
         # W3: the prompt's base and 100x changes, but a 10% threshold instead of 1%.
-        "r4_threshold_10pct": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 0.10 * abs(reference)")
-        + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r4_threshold_10pct": _ex2(moved="> 0.10 * abs(reference)"),
         # W4: the simulator's defaults as the base, settings nudged 2x, and no_sync = no speed setting moves the
         # figure (no launch test).
         "r4_defaults_base": _EX2_HEAD + """\
@@ -674,18 +630,8 @@ RIGHT: dict[str, dict[str, str]] = {
     },
     "ex2-solution": {
         # The prompt's base and 100x changes, each speed probed on its own (strictly one setting at a time).
-        "one_speed_at_a_time": _EX2_HEAD + _EX2_EXPERIMENT + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10) and not moves(fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "one_speed_at_a_time": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e10) "
+                                            "and not moves(fp64_flops_per_s=1e9)"),
         # Review 4's alt_other_base, as the pinned prompt allows it: a table of 100x changes from the base, relative
         # changes read as ratios, the float64 result reused for no_sync.
         "table_of_changes": _EX2_HEAD + """\

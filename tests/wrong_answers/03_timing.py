@@ -611,6 +611,53 @@ R4: dict[str, dict[str, str]] = {
 for _grade_id, _answers in R4.items():
     WRONG[_grade_id].update(_answers)
 
+# Review 5's wrong answers (r5_*).
+R5: dict[str, dict[str, str]] = {
+    "ex1-solution": {
+        # M1: a host synchronize before the end event: recorded on an idle device, it is stamped a launch late.
+        "r5_sync_before_end_record": _EX1_HEAD + _EX1_EVENTS + """\
+    times = []
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        cuda.synchronize()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+""",
+        # M2: the flush inside the events, then the flush's own median time subtracted from each call.
+        "r5_subtract_flush": _EX1_HEAD + _EX1_EVENTS + """\
+    flush = []
+    for _ in range(3):
+        a, b = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        a.record()
+        scratch.zero_()
+        b.record()
+        b.synchronize()
+        flush.append(a.elapsed_time(b))
+    for start, end in zip(starts, ends):
+        start.record()
+        scratch.zero_()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) - statistics.median(flush) for s, e in zip(starts, ends))
+""",
+    },
+    "ex3-solution": {
+        # M3: fixed windows of time: the first half second is the burst, the last half second the sustained.
+        "r5_first_half_second": _EX3_HEAD + _EX3_SERIES + """\
+    burst = [flops / s for t, s in series if t <= 0.5]
+    sustained = [flops / s for t, s in series if t >= duration_s - 0.5]
+    return statistics.median(burst), statistics.median(sustained)
+""",
+    },
+}
+for _grade_id, _answers in R5.items():
+    WRONG[_grade_id].update(_answers)
+
 RIGHT: dict[str, dict[str, str]] = {
     # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
     # run by tests/test_timing.py. Review 4 found a correct Ex2 method failing; these keep that class of fault out.

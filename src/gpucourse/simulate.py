@@ -359,7 +359,7 @@ class SimulatedGPU:
         return SimulatedBuffer(self, positive_int("nbytes", nbytes))
 
     def _record(self, event: SimulatedEvent) -> None:
-        """Queue ``event`` (the host pays ``launch_s``): the device stamps it once the kernels before it have finished."""
+        """Queue ``event`` (the host pays ``launch_s``); the device stamps it once the kernels before it are done."""
         self._ensure_ready(initialise=False)
         with self._lock:
             self._wait(self.launch_s)  # like cudaEventRecord: an idle device stamps the event when the record arrives

@@ -456,3 +456,35 @@ def test_the_clock_falls_gradually_over_the_ramp():
         assert gpu.clock_fraction() == pytest.approx(0.75)
         gpu.busy_s = 3.0
         assert gpu.clock_fraction() == 0.5
+
+
+def test_record_costs_the_host_a_launch():
+    """Review r5: an event recorded on an idle device is stamped after the host's launch time, as cudaEventRecord."""
+    with SimulatedGPU(simulated_clock=True, init_s=0.0, launch_s=1e-5) as gpu:
+        start, end = gpu.Event(enable_timing=True), gpu.Event(enable_timing=True)
+        start.record()
+        end.record()
+        end.synchronize()
+        assert start.elapsed_time(end) == pytest.approx(0.01)  # ms: one launch between the two stamps
+        assert gpu.clock() == pytest.approx(2e-5)
+
+
+def test_flush_jitter_varies_the_flush_within_its_bounds():
+    """flush_jitter: each zero_() takes its time +-flush_jitter, at random but seeded; 0 keeps it exact."""
+    def flush_times(jitter: float, seed: int = 0) -> list:
+        with SimulatedGPU(simulated_clock=True, init_s=0.0, launch_s=0.0, memory_bytes_per_s=1e9,
+                          flush_jitter=jitter, seed=seed) as gpu:
+            buffer, times = gpu.empty(10**6), []
+            for _ in range(20):
+                before = gpu.clock()
+                buffer.zero_()
+                gpu.synchronize()
+                times.append(gpu.clock() - before)
+        return times
+
+    assert flush_times(0.0) == pytest.approx([1e-3] * 20)
+    noisy = flush_times(0.05)
+    assert all(0.95e-3 <= t <= 1.05e-3 for t in noisy) and len(set(noisy)) > 10
+    assert noisy == flush_times(0.05)  # reproducible from the seed
+    with pytest.raises(ValueError, match="flush_jitter"):
+        SimulatedGPU(simulated_clock=True, flush_jitter=1.0)

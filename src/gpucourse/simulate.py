@@ -121,7 +121,12 @@ class SimulatedGPU:
       ``boost_s`` (0: at once);
     - ``jitter``, ``outlier_prob``, ``outlier_s`` and ``seed``: every kernel's time is multiplied by a random factor
       in [1 - jitter, 1 + jitter], and with probability ``outlier_prob`` it takes ``outlier_s`` longer (random, but
-      reproducible from ``seed``).
+      reproducible from ``seed``);
+    - ``flush_jitter``: a buffer's ``zero_()`` (the L2 flush) takes its time multiplied by a random factor in
+      [1 - flush_jitter, 1 + flush_jitter] (0: exact), as a real memset's time varies by microseconds.
+
+    Recording an event costs the host ``launch_s``, like any launch: an event recorded on an idle device is
+    stamped when the record reaches it, after the host's launch time (as with ``cudaEventRecord``).
     """
 
     def __init__(self, kernel_s: float = 0.02, *, init_s: float = 0.25, launch_s: float = 0.0002,
@@ -131,7 +136,7 @@ class SimulatedGPU:
                  boost_s: float | None = None, sustained_fraction: float = 1.0, l2_bytes: int = 4 * 2**20,
                  l2_bytes_per_s: float = 3e12, memory_bytes_per_s: float = 1e12, l2_hit_factor: float = 1.0,
                  throttle_ramp_s: float = 0.0, jitter: float = 0.0, outlier_prob: float = 0.0,
-                 outlier_s: float = 0.0, seed: int = 0) -> None:
+                 outlier_s: float = 0.0, seed: int = 0, flush_jitter: float = 0.0) -> None:
         self.kernel_s = _seconds("kernel_s", kernel_s, positive=True)
         self.init_s = _seconds("init_s", init_s)
         self.launch_s = _seconds("launch_s", launch_s)
@@ -168,6 +173,9 @@ class SimulatedGPU:
         if self.outlier_prob > 1:
             raise ValueError(f"outlier_prob must be in [0, 1], got {outlier_prob}")
         self.outlier_s = _seconds("outlier_s", outlier_s)
+        self.flush_jitter = non_negative_number("flush_jitter", flush_jitter)
+        if self.flush_jitter >= 1:
+            raise ValueError(f"flush_jitter must be a fraction below 1 (e.g. 0.05), got {flush_jitter}")
         self._rng = random.Random(non_negative_int("seed", seed))
         self._l2: collections.OrderedDict[object, int] = collections.OrderedDict()  # what the L2 holds, oldest first
         self.busy_s = 0.0  # kernel time queued so far: past boost_s, the clock drops
@@ -256,11 +264,13 @@ class SimulatedGPU:
             self._l2.popitem(last=False)
         return hit
 
-    def _enqueue(self, seconds: float, *, uses: tuple[object, int] | None = None, noisy: bool = True) -> None:
+    def _enqueue(self, seconds: float, *, uses: tuple[object, int] | None = None, noisy: bool = True,
+                 own_jitter: float = 0.0) -> None:
         """Pay the launch overhead and queue one kernel of ``seconds`` (plus a hiccup when one is due).
 
         Past ``boost_s`` seconds of kernel time the kernel runs at the (falling, then sustained) clock; ``uses``
-        (key, bytes) is the data it touches in the L2; ``noisy`` kernels get the jitter and outliers.
+        (key, bytes) is the data it touches in the L2; ``noisy`` kernels get the jitter and outliers; ``own_jitter``
+        is a jitter of this kernel's own (the flush's), applied whether noisy or not.
         """
         self._ensure_ready()
         with self._lock:
@@ -274,6 +284,8 @@ class SimulatedGPU:
                 seconds *= 1.0 + self._rng.uniform(-self.jitter, self.jitter)
             if noisy and self.outlier_prob and self._rng.random() < self.outlier_prob:
                 seconds += self.outlier_s
+            if own_jitter:
+                seconds *= 1.0 + self._rng.uniform(-own_jitter, own_jitter)
             self.busy_s += seconds
             self._wait(self.launch_s)
             if self._stream is None:
@@ -347,9 +359,10 @@ class SimulatedGPU:
         return SimulatedBuffer(self, positive_int("nbytes", nbytes))
 
     def _record(self, event: SimulatedEvent) -> None:
-        """Queue ``event``: the device timestamps it when every kernel launched before it has finished."""
+        """Queue ``event`` (the host pays ``launch_s``); the device stamps it once the kernels before it are done."""
         self._ensure_ready(initialise=False)
         with self._lock:
+            self._wait(self.launch_s)  # like cudaEventRecord: an idle device stamps the event when the record arrives
             if self._stream is None:
                 event._reached(max([self._now, *self._ends[-1:]]))
             else:
@@ -443,7 +456,7 @@ class SimulatedBuffer:
     def zero_(self) -> SimulatedBuffer:
         """Queue a write of every byte at the memory's bandwidth: evicts what the L2 held, if as large as the L2."""
         self.gpu._enqueue(self.nbytes / self.gpu.memory_bytes_per_s, uses=((_WRITE, id(self)), self.nbytes),
-                          noisy=False)
+                          noisy=False, own_jitter=self.gpu.flush_jitter)
         return self
 
     def __repr__(self) -> str:

@@ -36,6 +36,27 @@ _EX2_EXPERIMENT = '''\
         return abs(figure(**change) - reference) > 0.01 * abs(reference)
 
 '''
+_EX2_NO_SYNC = "moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9)"
+
+
+def _ex2(no_sync: str = _EX2_NO_SYNC, moved: str = "> 0.01 * abs(reference)", float64: bool = True) -> str:
+    """An Ex2 answer on the prompt's base and 100x changes: its no_sync test, its threshold, with or without float64."""
+    return (_EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", moved) + f"""\
+    found = set()
+    if {no_sync}:
+        found.add("no_sync")
+    if moves(init_s=50.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e8):
+        found.add("copy_inside")
+""" + ("""\
+    if moves(fp64_flops_per_s=1e9):
+        found.add("float64")
+""" if float64 else "") + """\
+    return found
+""")
+
+
 _EX3_HEAD = '''\
 def burst_and_sustained(gpu, n: int, duration_s: float) -> tuple[float, float]:
     """(burst, sustained) FLOP/s of gpu.matmul(n), measured over duration_s seconds of gpu.clock()."""
@@ -266,16 +287,7 @@ WRONG: dict[str, dict[str, str]] = {
     "ex2-solution": {
         # Changes only the float32 speed to test for a missing sync: a float64 benchmark looks unsynchronised, and
         # float64 is never tested.
-        "typical": _EX2_HEAD + _EX2_EXPERIMENT + '''\
-    found = set()
-    if not moves(flops_per_s=1e10):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    return found
-''',
+        "typical": _ex2(no_sync="not moves(flops_per_s=1e10)", float64=False),
         # The article's mistakes, whatever the benchmark.
         "constant": _EX2_HEAD + '''\
     return {"cold_start", "copy_inside", "float64"}
@@ -293,24 +305,13 @@ WRONG: dict[str, dict[str, str]] = {
     name = getattr(benchmark, "__name__", "")
     if "no_sync" in name or name == "colleague_a":
         return {"no_sync"}
-    if "article" in name:
-        return {"cold_start", "copy_inside", "float64"}
-    return set()
+    if "first_call" in name:
+        return {"cold_start"}
+    return {"cold_start", "copy_inside", "float64"}
 ''',
         # Reads "the figure does not move with the matmuls' speed" as no_sync: a region that times only a copy (its
         # matmuls outside the timer) is reported as unsynchronised too. Right on every benchmark that launches matmuls.
-        "no_launch_test": _EX2_HEAD + _EX2_EXPERIMENT + '''\
-    found = set()
-    if not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-''',
+        "no_launch_test": _ex2(no_sync="not moves(flops_per_s=1e10, fp64_flops_per_s=1e9)"),
         # Changes two settings at once: the start-up and the copy bandwidth, and blames both for either.
         "two_at_once": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
@@ -323,31 +324,9 @@ WRONG: dict[str, dict[str, str]] = {
     return found
 ''',
         # R2: any change counts (!= instead of the 1% rule).
-        "r2_any_change": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 0") + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r2_any_change": _ex2(moved="> 0"),
         # R2: an absolute threshold of 1 ms instead of a relative one.
-        "r2_abs_threshold": _EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", "> 1e-3") + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r2_abs_threshold": _ex2(moved="> 1e-3"),
         # R2: small perturbations on the simulator's defaults (init 0.25 -> 0.26 s, etc.).
         "r2_small_nudge": _EX2_HEAD + """\
     def figure(**change):
@@ -368,18 +347,7 @@ WRONG: dict[str, dict[str, str]] = {
     return found
 """,
         # R2: no_sync = the figure moves with launch cost but not with float32 speed (float64 kernels forgotten).
-        "r2_fp32_only_nosync": _EX2_HEAD + _EX2_EXPERIMENT + """\
-    found = set()
-    if moves(launch_s=0.01) and not moves(flops_per_s=1e10):
-        found.add("no_sync")
-    if moves(init_s=50.0):
-        found.add("cold_start")
-    if moves(transfer_bytes_per_s=1e8):
-        found.add("copy_inside")
-    if moves(fp64_flops_per_s=1e9):
-        found.add("float64")
-    return found
-""",
+        "r2_fp32_only_nosync": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e10)"),
     },
     "ex3-solution": {
         # A short benchmark: ten calls, so the "sustained" rate is the burst rate again.
@@ -585,5 +553,163 @@ MINE["ex3-solution"]["rv_start_after_launch"] = _EX3_HEAD + """\
 
 for _grade_id, _answers in MINE.items():
     WRONG[_grade_id].update(_answers)
+
+# Review 4's wrong answers (r4_*). Its W1 (every call timed and flushed, warm-up included) is "no_warmup" above, and
+# its W2 (the flush between the events) is "flush_inside".
+R4: dict[str, dict[str, str]] = {
+    "ex2-solution": {
+        # W3: the prompt's base and 100x changes, but a 10% threshold instead of 1%.
+        "r4_threshold_10pct": _ex2(moved="> 0.10 * abs(reference)"),
+        # W4: the simulator's defaults as the base, settings nudged 2x, and no_sync = no speed setting moves the
+        # figure (no launch test).
+        "r4_defaults_base": _EX2_HEAD + """\
+    def figure(**change):
+        with SimulatedGPU(simulated_clock=True, **change) as gpu:
+            return benchmark(gpu)
+
+    reference = figure()
+    defaults = SimulatedGPU(simulated_clock=True)
+
+    def moves(name, factor):
+        return abs(figure(**{name: getattr(defaults, name) * factor}) - reference) > 0.01 * abs(reference)
+
+    found = set()
+    if not moves("flops_per_s", 0.5) and not moves("fp64_flops_per_s", 0.5) and not moves("transfer_bytes_per_s", 0.5):
+        found.add("no_sync")
+    if moves("init_s", 2.0):
+        found.add("cold_start")
+    if moves("transfer_bytes_per_s", 0.5):
+        found.add("copy_inside")
+    if moves("fp64_flops_per_s", 0.5):
+        found.add("float64")
+    return found
+""",
+    },
+    "ex3-solution": {
+        # W5: the two ends of a 21-call running median as the two levels.
+        "r4_smooth_ends": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    return smooth[0], smooth[-1]
+""",
+        # W6: one step fitted to the trace (the split that minimises absolute deviations from each side's median):
+        # a ramp is averaged into the sustained side.
+        "r4_step_fit": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    best, split = None, 1
+    for k in range(5, len(rates) - 5, 2):
+        left, right = rates[:k], rates[k:]
+        ml, mr = statistics.median(left), statistics.median(right)
+        cost = sum(abs(r - ml) for r in left) + sum(abs(r - mr) for r in right)
+        if best is None or cost < best:
+            best, split = cost, k
+    return statistics.median(rates[:split]), statistics.median(rates[split:])
+""",
+    },
+}
+for _grade_id, _answers in R4.items():
+    WRONG[_grade_id].update(_answers)
+
+# Review 5's wrong answers (r5_*).
+R5: dict[str, dict[str, str]] = {
+    "ex1-solution": {
+        # M1: a host synchronize before the end event: recorded on an idle device, it is stamped a launch late.
+        "r5_sync_before_end_record": _EX1_HEAD + _EX1_EVENTS + """\
+    times = []
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        cuda.synchronize()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+""",
+        # M2: the flush inside the events, then the flush's own median time subtracted from each call.
+        "r5_subtract_flush": _EX1_HEAD + _EX1_EVENTS + """\
+    flush = []
+    for _ in range(3):
+        a, b = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        a.record()
+        scratch.zero_()
+        b.record()
+        b.synchronize()
+        flush.append(a.elapsed_time(b))
+    for start, end in zip(starts, ends):
+        start.record()
+        scratch.zero_()
+        fn()
+        end.record()
+    cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) - statistics.median(flush) for s, e in zip(starts, ends))
+""",
+    },
+    "ex3-solution": {
+        # M3: fixed windows of time: the first half second is the burst, the last half second the sustained.
+        "r5_first_half_second": _EX3_HEAD + _EX3_SERIES + """\
+    burst = [flops / s for t, s in series if t <= 0.5]
+    sustained = [flops / s for t, s in series if t >= duration_s - 0.5]
+    return statistics.median(burst), statistics.median(sustained)
+""",
+    },
+}
+for _grade_id, _answers in R5.items():
+    WRONG[_grade_id].update(_answers)
+
+RIGHT: dict[str, dict[str, str]] = {
+    # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
+    # run by tests/test_timing.py. Review 4 found a correct Ex2 method failing; these keep that class of fault out.
+    "ex1-solution": {
+        # Review 4: waits on each end event in turn instead of one synchronize at the end.
+        "sync_each_call": _EX1_HEAD + _EX1_EVENTS + """\
+    times = []
+    for start, end in zip(starts, ends):
+        scratch.zero_()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+""",
+    },
+    "ex2-solution": {
+        # The prompt's base and 100x changes, each speed probed on its own (strictly one setting at a time).
+        "one_speed_at_a_time": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e10) "
+                                            "and not moves(fp64_flops_per_s=1e9)"),
+        # Review 4's alt_other_base, as the pinned prompt allows it: a table of 100x changes from the base, relative
+        # changes read as ratios, the float64 result reused for no_sync.
+        "table_of_changes": _EX2_HEAD + """\
+    base = dict(init_s=0.5, launch_s=1e-4, flops_per_s=1e12, fp64_flops_per_s=1e11, transfer_bytes_per_s=1e10)
+    changes = {name: value / 100 if name.endswith("_per_s") else value * 100 for name, value in base.items()}
+
+    def run(settings):
+        with SimulatedGPU(simulated_clock=True, **settings) as gpu:
+            return benchmark(gpu)
+
+    reference = run(base)
+    moved = {name: abs(run({**base, name: value}) / reference - 1) > 0.01 for name, value in changes.items()}
+    found = {mistake for name, mistake in [("init_s", "cold_start"), ("transfer_bytes_per_s", "copy_inside"),
+                                           ("fp64_flops_per_s", "float64")] if moved[name]}
+    if moved["launch_s"] and not moved["flops_per_s"] and not moved["fp64_flops_per_s"]:
+        found.add("no_sync")
+    return found
+""",
+    },
+    "ex3-solution": {
+        # Review 4: fixed +-3% bands around the ends of a 21-call running median.
+        "fixed_bands": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.97 * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.03 * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+""",
+    },
+}
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -275,6 +275,11 @@ WRONG: dict[str, dict[str, str]] = {
         # Review 3: the guard on the layout's first axis (the fields), or one short of the last particle.
         "guard_wrong_axis": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < p.shape[0]"),
         "guard_minus_one": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < out.size - 1"),
+        # Review 4: the sum starts at a bare 0.0, so Numba makes it float64 (same numbers on the CPU; 1/32 to 1/64 of
+        # the float32 rate on a T4 or an L4). And the same with float(0), also a float64.
+        "float64_sum": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)", "total = 0.0"),
+        "float64_sum_float_call": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)",
+                                                                         "total = float(0)"),
         # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
         "three_fields": _EX2_HEAD + _SOA + '''
     @cuda.jit

@@ -200,6 +200,8 @@ WRONG: dict[str, dict[str, str]] = {
                             total += weights[a, b] * image[i + a - 1, j + b - 1]
                 out[i, j] = total
 """),
+        # Review 4: rows and columns swapped when reading the image's shape (right only on square images).
+        "shape_swapped": _ex1(_EX1_SUM, _EX1_LOOPS.replace("rows, cols = out.shape", "cols, rows = out.shape")),
         "flipped_filter": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[2 - a, 2 - b]")),
         # Review 3: '>' for '>=' (the first row and column count as outside), gridsize unpacked in the wrong order,
         # the filter transposed, and threadIdx in place of the global index (blocks repeat each other's pixels).
@@ -230,6 +232,10 @@ WRONG: dict[str, dict[str, str]] = {
         "transposed_view": _EX2_HEAD + '''\
     p = records.T
 ''' + _FIELDS_KERNEL,
+        # Review 4: a transposed view of a row-major copy of the fields: still laid out by particle in memory.
+        "aos_copy_transposed": _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records[:, list(fields)], dtype=np.float32).T
+''' + _SOA_KERNEL,
         # np.array of the transposed view keeps its (Fortran) memory order: the bytes are still laid out by particle.
         "fortran_copy": _EX2_HEAD + '''\
     p = np.array(records.T)

@@ -286,6 +286,8 @@ WRONG: dict[str, dict[str, str]] = {
         "float64_sum": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)", "total = 0.0"),
         "float64_sum_float_call": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)",
                                                                          "total = float(0)"),
+        # The sum started at an int 0: int64 plus float32 is float64 in Numba.
+        "float64_sum_int_start": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)", "total = 0"),
         # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
         "three_fields": _EX2_HEAD + _SOA + '''
     @cuda.jit

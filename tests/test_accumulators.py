@@ -77,6 +77,16 @@ def test_plain_function_tuple_assignment_and_name_equals_name_plus():
     ("def k(x, i):\n    n = 0\n    for f in range(3):\n        n += f\n    x[i] = n\n", []),
     ("def k(x):\n    acc = np.float64(0)\n    acc += x\n", ["acc"]),
     ("def k(x):\n    acc = float64(0.0)\n    acc -= x\n", ["acc"]),
+    # float64 brought in by an update, whatever the start (review 5): math.pow with a bare number, a float literal
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += math.pow(x[i], 2)\n", ["t"]),
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t = t + math.pow(x[i], 2.0)\n", ["t"]),
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += 0.5 * x[i]\n", ["t"]),
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += np.float64(x[i])\n", ["t"]),
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += math.pow(x[i], x[i])\n", []),   # float32 ** float32
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += math.pow(x[i], np.float32(2))\n", []),
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += np.float32(0.5) * x[i] ** 2\n", []),
+    ("def k(x, i):\n    t = np.float32(0.0)\n    t += x[int(0.5 * i)]\n", []),      # a float inside an index
+    ("def k(x, i):\n    n = 0\n    n += 1\n    y = 0.5 * x[i]\n", []),           # a float outside any update
     ("    def k(x):\n        a = 0.0\n        b = 0.0\n        b += x\n        a += b\n", ["a", "b"]),  # indented
 ])
 def test_source_text(source, found):

@@ -57,6 +57,27 @@ def _reads_array_element(node: ast.expr, element_names: frozenset[str] = frozens
                for sub in ast.walk(node))
 
 
+_NARROW_CALLS = ("float32", "float16", "int32", "int16", "int8", "uint32", "uint16", "uint8", "int", "int64")
+
+
+def _float64_in_update(node: ast.expr) -> bool:
+    """Whether an update's value brings in a float64: a bare float literal (``0.5 * v``), ``float64(...)``, or
+    ``math.pow`` with a bare int or float argument (``math.pow(v, 2)``), all float64 in Numba."""
+    node = _unsigned(node)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, float)
+    if isinstance(node, ast.Subscript):  # an index is an int whatever it computes
+        return _float64_in_update(node.value)
+    name = _called_name(node)
+    if name in ("float64", "double"):
+        return True
+    if name == "pow" and any(_is_float64_literal(arg) or _is_int_literal(arg) for arg in node.args):
+        return True
+    if name in _NARROW_CALLS:  # np.float32(0.5), int(...): not float64
+        return False
+    return any(_float64_in_update(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+
+
 def _element_names(tree: ast.AST) -> frozenset[str]:
     """Locals assigned from array elements (``v = x[i]``, ``w = v * 2``), followed through a few assignments."""
     names: frozenset[str] = frozenset()
@@ -99,16 +120,18 @@ def _source_of(kernel: Union[Callable, str]) -> str:
 
 
 def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
-    """Names of the variables a kernel starts at a bare float (``0.0``, ``float(...)``) and then accumulates into.
+    """Names of the variables a kernel accumulates into in float64: started at a bare float, or updated with one.
 
     ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it
     is assigned a bare float literal anywhere and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or
     ``name = name + ...`` anywhere; ``np.float64(0)`` counts as a bare float. So does an int start (``0``,
-    ``int(...)``) whose updates read an array element (``total = 0; total += x[i]``, or ``v = x[i]; total += v``). ``np.float32(0.0)``,
-    ``float32(0)`` and ``numba.float32(0.0)`` pass; so do ``acc = x[i] * y[i]`` and int counters (``n = 0;
-    n += 1``). Returns the names sorted, each once; an empty list means none was found. Not seen: a float32 sum
-    mixed with a float literal later (``total += 0.5 * v``), or an int start that adds a float computed without
-    an array element. Raises ValueError when the source cannot be read or parsed.
+    ``int(...)``) whose updates read an array element (``total = 0; total += x[i]``, or ``v = x[i]; total += v``),
+    and any variable whose update brings in a float64: a bare float literal (``total += 0.5 * v``),
+    ``np.float64(...)``, or ``math.pow`` with a bare number (``math.pow(v, 2)``; ``math.pow(v, v)`` and ``v ** 2``
+    stay float32). ``np.float32(0.0)``, ``float32(0)`` and ``numba.float32(0.0)`` pass; so do ``acc = x[i] *
+    y[i]`` and int counters (``n = 0; n += 1``). Returns the names sorted, each once; an empty list means none was
+    found. Not seen: an int start that adds a float computed without an array element, or a float64 brought in
+    through a local. Raises ValueError when the source cannot be read or parsed.
     """
     source = textwrap.dedent(_source_of(kernel))
     try:
@@ -121,6 +144,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
     int_started: set[str] = set()
     updated: set[str] = set()
     updated_with_elements: set[str] = set()
+    float64_updates: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -136,6 +160,8 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
                         updated.add(name.id)
                         if _reads_array_element(value, element_names):
                             updated_with_elements.add(name.id)
+                        if _float64_in_update(value):
+                            float64_updates.add(name.id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             if _is_float64_literal(node.value):
                 started.add(node.target.id)
@@ -146,7 +172,9 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
             updated.add(node.target.id)
             if _reads_array_element(node.value, element_names):
                 updated_with_elements.add(node.target.id)
-    return sorted((started & updated) | (int_started & updated_with_elements))
+            if _float64_in_update(node.value):
+                float64_updates.add(node.target.id)
+    return sorted((started & updated) | (int_started & updated_with_elements) | float64_updates)
 
 
 __all__ = ["float64_accumulators"]

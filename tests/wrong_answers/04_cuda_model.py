@@ -124,6 +124,44 @@ _EX3_TWO_LAUNCHES = '''
     return [(chunk_sums, kernels.grid_2d((chunks, features), block), block),
             (column_sums, kernels.blocks_for(features, 32), 32)]
 '''
+_EX3_MODEL = '''\
+    @cuda.jit
+    def chunk_sums(dy, partial, db):
+        j, c = cuda.grid(2)  # x on the features: a warp reads 32 neighbours dy[i, j..j+31] of one row
+        if j < dy.shape[1] and c < partial.shape[0]:
+            total = np.float32(0.0)
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):  # chunk c: rows 32c .. 32c + 31
+                total += dy[i, j]
+            partial[c, j] = total  # one writer per element: no race
+
+    def combine(stride: int, last: bool):
+        """A kernel whose thread (j, c) adds the 32 sums of partial[:, j] stride rows apart from row 32 * stride * c."""
+        @cuda.jit
+        def add_32(dy, partial, db):
+            j, c = cuda.grid(2)
+            first = 32 * stride * c
+            if j < db.size and first < partial.shape[0]:
+                total = np.float32(0.0)
+                for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):
+                    total += partial[r, j]  # a launch starts after the one before has finished
+                if last:
+                    db[j] = total
+                else:
+                    partial[first, j] = total  # a row only this thread reads: no race
+
+        return add_32
+
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    launches = [(chunk_sums, kernels.grid_2d((chunks, features), block), block)]
+    stride = 1
+    while True:  # each launch leaves 32 times fewer sums: 2,048 -> 64 -> 2 -> 1 at a batch of 65,536
+        groups = -(-chunks // (32 * stride))  # ceil
+        launches.append((combine(stride, groups == 1), kernels.grid_2d((groups, features), block), block))
+        if groups == 1:
+            return launches
+        stride *= 32
+'''
 _EX3_ONE_LAUNCH = '''
     return [(bias_grad, kernels.blocks_for(features, 32), 32)]
 '''
@@ -131,6 +169,8 @@ _EX3_ONE_LAUNCH = '''
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
+        # Review 5: the sum starts at a bare 0.0, so Numba makes it float64 (the same numbers here).
+        "r5_float64_total": _ex1(_EX1_SUM.replace("total = np.float32(0.0)", "total = 0.0")),
         # The guard checks the upper bounds only: at the top row and the left column it reads image[-1, ...], which
         # Python and Numba (on a GPU too) wrap round to the last row: the far edge pads silently instead of zeros.
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
@@ -200,6 +240,8 @@ WRONG: dict[str, dict[str, str]] = {
                             total += weights[a, b] * image[i + a - 1, j + b - 1]
                 out[i, j] = total
 """),
+        # Review 4: rows and columns swapped when reading the image's shape (right only on square images).
+        "shape_swapped": _ex1(_EX1_SUM, _EX1_LOOPS.replace("rows, cols = out.shape", "cols, rows = out.shape")),
         "flipped_filter": _ex1(_EX1_SUM.replace("weights[a, b]", "weights[2 - a, 2 - b]")),
         # Review 3: '>' for '>=' (the first row and column count as outside), gridsize unpacked in the wrong order,
         # the filter transposed, and threadIdx in place of the global index (blocks repeat each other's pixels).
@@ -230,6 +272,10 @@ WRONG: dict[str, dict[str, str]] = {
         "transposed_view": _EX2_HEAD + '''\
     p = records.T
 ''' + _FIELDS_KERNEL,
+        # Review 4: a transposed view of a row-major copy of the fields: still laid out by particle in memory.
+        "aos_copy_transposed": _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records[:, list(fields)], dtype=np.float32).T
+''' + _SOA_KERNEL,
         # np.array of the transposed view keeps its (Fortran) memory order: the bytes are still laid out by particle.
         "fortran_copy": _EX2_HEAD + '''\
     p = np.array(records.T)
@@ -275,6 +321,15 @@ WRONG: dict[str, dict[str, str]] = {
         # Review 3: the guard on the layout's first axis (the fields), or one short of the last particle.
         "guard_wrong_axis": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < p.shape[0]"),
         "guard_minus_one": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("if i < out.size", "if i < out.size - 1"),
+        # Review 4: the sum starts at a bare 0.0, so Numba makes it float64 (same numbers on the CPU; 1/32 to 1/64 of
+        # the float32 rate on a T4 or an L4). And the same with float(0), also a float64.
+        "float64_sum": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)", "total = 0.0"),
+        "float64_sum_float_call": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)",
+                                                                         "total = float(0)"),
+        # The sum started at an int 0: int64 plus float32 is float64 in Numba.
+        "float64_sum_int_start": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)", "total = 0"),
+        # Review 5: math.pow(v, 2) with an int exponent is float64 in Numba, and so the float32-started sum.
+        "r5_math_pow": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total += value * value", "total += math.pow(value, 2)"),
         # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
         "three_fields": _EX2_HEAD + _SOA + '''
     @cuda.jit
@@ -408,6 +463,36 @@ WRONG: dict[str, dict[str, str]] = {
         # within the budget up to a batch of 1024; beyond, each thread reads more than 32 sums (2,048 at a batch of
         # 65,536: 4,096 threads, the one-thread-per-feature design again). (Review 3.)
         "single_second_launch": _EX3_HEAD + _EX3_CHUNKS + _EX3_COLUMNS + _EX3_TWO_LAUNCHES,
+        # Review 5: chunk sums, then sums of 32 of them, then one launch that reads every group sum: within the budget
+        # up to a batch of 32,768 only (64 reads per thread at 65,536; 1,024 at 2**20).
+        "r5_fixed_three_levels": _EX3_HEAD + _EX3_CHUNKS + '''
+    @cuda.jit
+    def group_sums(dy, partial, db):
+        j, g = cuda.grid(2)
+        if j < db.size and 32 * g < partial.shape[0]:
+            total = np.float32(0.0)
+            for c in range(32 * g, min(32 * g + 32, partial.shape[0])):
+                total += partial[c, j]
+            partial[32 * g, j] = total
+
+    @cuda.jit
+    def final_sums(dy, partial, db):
+        j = cuda.grid(1)
+        if j < db.size:
+            total = np.float32(0.0)
+            for c in range(0, partial.shape[0], 32):
+                total += partial[c, j]
+            db[j] = total
+
+    block = (32, 4)
+    chunks = kernels.blocks_for(batch, 32)
+    groups = kernels.blocks_for(chunks, 32)
+    return [(chunk_sums, kernels.grid_2d((chunks, features), block), block),
+            (group_sums, kernels.grid_2d((groups, features), block), block),
+            (final_sums, kernels.blocks_for(features, 32), 32)]
+''',
+        # Review 5: the model answer with its sums started at a bare 0.0 (float64 in Numba).
+        "r5_float64_total": _EX3_HEAD + _EX3_MODEL.replace("total = np.float32(0.0)", "total = 0.0"),
         # Review 3: the chunk loop without min(..., batch) (reads past dy's last row), and chunks guarded with <=.
         "no_min_chunk_end": _EX3_HEAD + _EX3_CHUNKS.replace("range(32 * c, min(32 * c + 32, dy.shape[0]))",
                                                             "range(32 * c, 32 * c + 32)") + _EX3_COLUMNS

@@ -288,6 +288,15 @@ WRONG: dict[str, dict[str, str]] = {
             C[row, col] = acc
 '''),
         # ---- from review 4 ----
+        # The sum started at a bare 0.0: Numba types acc as float64, so every multiply-add of the loop runs in float64
+        # (1/32 of the float32 rate on a T4). The simulator's numbers are the same: only the source shows it.
+        "r4_acc_float64": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                 "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
+                                 ).replace("acc = float32(0.0)", "acc = 0.0"),
+        # The same with float(0): a Python float, float64 in Numba too.
+        "acc_float_call": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                 "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
+                                 ).replace("acc = float32(0.0)", "acc = float(0)"),
         # The barriers inside `if row < n and col < m`: threads outside C skip them (a divergent barrier: it may
         # hang a GPU). Right when the tile divides n and m (the visible 16 x 16).
         "r4_barrier_in_guard": _tiled_body(_STD_HEAD + '''\

@@ -69,6 +69,11 @@ def test_plain_function_tuple_assignment_and_name_equals_name_plus():
     ("def k(x):\n    acc: float = 0.0\n    acc /= x\n", ["acc"]),
     ("def k(x):\n    scale = 0.5\n    y = scale * x\n", []),           # a float constant never accumulated
     ("def k(x):\n    acc = 0\n    acc += 1\n", []),                   # an int counter
+    ("def k(x, i):\n    acc = 0\n    acc += x[i] * x[i]\n", ["acc"]),  # int start + float32 elements: float64
+    ("def k(x, i):\n    acc = int(0)\n    acc = acc + x[i]\n", ["acc"]),
+    ("def k(x):\n    off = 0\n    off += x.shape[1]\n", []),          # an int offset from a shape
+    ("def k(x):\n    acc = np.float64(0)\n    acc += x\n", ["acc"]),
+    ("def k(x):\n    acc = float64(0.0)\n    acc -= x\n", ["acc"]),
     ("    def k(x):\n        a = 0.0\n        b = 0.0\n        b += x\n        a += b\n", ["a", "b"]),  # indented
 ])
 def test_source_text(source, found):

@@ -72,6 +72,9 @@ def test_plain_function_tuple_assignment_and_name_equals_name_plus():
     ("def k(x, i):\n    acc = 0\n    acc += x[i] * x[i]\n", ["acc"]),  # int start + float32 elements: float64
     ("def k(x, i):\n    acc = int(0)\n    acc = acc + x[i]\n", ["acc"]),
     ("def k(x):\n    off = 0\n    off += x.shape[1]\n", []),          # an int offset from a shape
+    ("def k(x, i):\n    total = 0\n    for f in range(3):\n        v = x[f, i]\n        w = v * 2\n"
+     "        total += w * w\n", ["total"]),                               # through local copies of elements
+    ("def k(x, i):\n    n = 0\n    for f in range(3):\n        n += f\n    x[i] = n\n", []),
     ("def k(x):\n    acc = np.float64(0)\n    acc += x\n", ["acc"]),
     ("def k(x):\n    acc = float64(0.0)\n    acc -= x\n", ["acc"]),
     ("    def k(x):\n        a = 0.0\n        b = 0.0\n        b += x\n        a += b\n", ["a", "b"]),  # indented

@@ -297,6 +297,10 @@ WRONG: dict[str, dict[str, str]] = {
         "acc_float_call": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
                                  "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
                                  ).replace("acc = float32(0.0)", "acc = float(0)"),
+        # The sum started at an int 0: int64 plus float32 is float64 in Numba, so the loop runs in float64 too.
+        "acc_int_start": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
+                                ).replace("acc = float32(0.0)", "acc = 0"),
         # The barriers inside `if row < n and col < m`: threads outside C skip them (a divergent barrier: it may
         # hang a GPU). Right when the tile divides n and m (the visible 16 x 16).
         "r4_barrier_in_guard": _tiled_body(_STD_HEAD + '''\

@@ -49,11 +49,25 @@ def _is_int_literal(node: ast.expr) -> bool:
     return _called_name(node) == "int"
 
 
-def _reads_array_element(node: ast.expr) -> bool:
-    """Whether the expression reads an array element (``x[i]``; ``x.shape[0]`` and ``x.strides[0]`` are ints)."""
-    return any(isinstance(sub, ast.Subscript) and not (isinstance(sub.value, ast.Attribute)
-                                                       and sub.value.attr in ("shape", "strides"))
+def _reads_array_element(node: ast.expr, element_names: frozenset[str] = frozenset()) -> bool:
+    """Whether the expression reads an array element (``x[i]``, or a local copied from one); shapes are ints."""
+    return any((isinstance(sub, ast.Subscript) and not (isinstance(sub.value, ast.Attribute)
+                                                        and sub.value.attr in ("shape", "strides")))
+               or (isinstance(sub, ast.Name) and sub.id in element_names)
                for sub in ast.walk(node))
+
+
+def _element_names(tree: ast.AST) -> frozenset[str]:
+    """Locals assigned from array elements (``v = x[i]``, ``w = v * 2``), followed through a few assignments."""
+    names: frozenset[str] = frozenset()
+    for _ in range(4):
+        found = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 for target in node.targets if isinstance(target, ast.Name)
+                 and _reads_array_element(node.value, names) and not _mentions(node.value, target.id)}
+        if found <= names:
+            break
+        names = names | found
+    return names
 
 
 def _pairs(target: ast.expr, value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
@@ -90,11 +104,11 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
     ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it
     is assigned a bare float literal anywhere and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or
     ``name = name + ...`` anywhere; ``np.float64(0)`` counts as a bare float. So does an int start (``0``,
-    ``int(...)``) whose updates read an array element (``total = 0; total += x[i]``). ``np.float32(0.0)``,
+    ``int(...)``) whose updates read an array element (``total = 0; total += x[i]``, or ``v = x[i]; total += v``). ``np.float32(0.0)``,
     ``float32(0)`` and ``numba.float32(0.0)`` pass; so do ``acc = x[i] * y[i]`` and int counters (``n = 0;
     n += 1``). Returns the names sorted, each once; an empty list means none was found. Not seen: a float32 sum
-    mixed with a float literal later (``total += 0.5 * v``), or an int start that adds a local copy of an element
-    (``v = x[i]; total += v``). Raises ValueError when the source cannot be read or parsed.
+    mixed with a float literal later (``total += 0.5 * v``), or an int start that adds a float computed without
+    an array element. Raises ValueError when the source cannot be read or parsed.
     """
     source = textwrap.dedent(_source_of(kernel))
     try:
@@ -103,6 +117,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
         raise ValueError(f"kernel: its source does not parse as Python ({error.msg}, line {error.lineno})") \
             from error
     started: set[str] = set()
+    element_names = _element_names(tree)
     int_started: set[str] = set()
     updated: set[str] = set()
     updated_with_elements: set[str] = set()
@@ -119,7 +134,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
                     elif isinstance(value, ast.BinOp) and isinstance(value.op, _UPDATE_OPS) \
                             and _mentions(value, name.id):
                         updated.add(name.id)
-                        if _reads_array_element(value):
+                        if _reads_array_element(value, element_names):
                             updated_with_elements.add(name.id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             if _is_float64_literal(node.value):
@@ -129,7 +144,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
                 and isinstance(node.op, _UPDATE_OPS):
             updated.add(node.target.id)
-            if _reads_array_element(node.value):
+            if _reads_array_element(node.value, element_names):
                 updated_with_elements.add(node.target.id)
     return sorted((started & updated) | (int_started & updated_with_elements))
 

@@ -320,6 +320,17 @@ WRONG: dict[str, dict[str, str]] = {
         if row < C.shape[0] and col < C.shape[1]:
             C[row, col] = acc
 '''),
+        # ---- from review 5 ----
+        # Tiles sized from cuda.blockDim: the simulator runs it, but a GPU does not compile a shared array whose
+        # shape is not a compile-time constant.
+        "r5_shape_block_dim": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)").replace(
+            "(tile, tile)", "(cuda.blockDim.y, cuda.blockDim.x)"),
+        # Tiles hard-coded 16 x 16 from a module constant: a constant shape, right for tiles up to 16, but at tile 32
+        # the threads index past the tiles (silent corruption on a GPU, which checks no bounds).
+        "r5_tile_hard_coded": "TILE = 16\n\n\n" + _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)").replace(
+            "(tile, tile)", "(TILE, TILE)"),
     },
     "ex2-solution": {
         # A plain += on the shared histogram (the answer that passed v2): right when the threads of a block run one
@@ -397,6 +408,9 @@ WRONG: dict[str, dict[str, str]] = {
             if private[b] > 0:
                 cuda.atomic.add(counts, b, private[b])
 ''' + _EX2_TAIL,
+        # ---- from review 5 ----
+        # The private histogram sized from the argument: runs in the simulator, does not compile on a GPU.
+        "r5_shape_counts_size": _histogram(size="counts.size"),
     },
     "ex3-solution": {
         # No shared memory: each thread copies x[i, j] to out[j, i] directly. The reads walk along rows of x, but a
@@ -487,6 +501,9 @@ WRONG: dict[str, dict[str, str]] = {
             if out_row < out.shape[0] and out_col < out.shape[1]:
                 out[out_row, out_col] = tile[tx, r]
 ''' + _EX3_TAIL,
+        # ---- from review 5 ----
+        # The padded width from cuda.blockDim: runs in the simulator, does not compile on a GPU.
+        "r5_shape_block_dim": _transpose(columns="cuda.blockDim.x + 1"),
     },
 }
 

@@ -994,3 +994,35 @@ def test_a_write_write_race_gets_its_own_hint():
 
     with pytest.raises(kernels.DataRace, match=r"(?s)writes shared array 0\[0\].*two threads write one element"):
         kernels.trace_kernel(everyone_writes_one, 1, 4, np.zeros(4, np.float32), interleave=True)
+
+
+def test_check_barriers_finds_a_barrier_only_some_threads_reach(capsys):
+    @cuda.jit
+    def guarded_barrier(x, out):  # the barrier inside `if i < n`: threads past the end skip it
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = x[i]
+            cuda.syncthreads()
+
+    @cuda.jit
+    def early_return(x, out):
+        i = cuda.grid(1)
+        if i >= x.size:
+            return
+        cuda.syncthreads()
+        out[i] = x[i]
+
+    for kernel in (guarded_barrier, early_return):
+        for interleave in (False, True):
+            trace = kernels.trace_kernel(kernel, 2, 8, np.ones(12, np.float32), np.zeros(12, np.float32),
+                                         interleave=interleave)
+            with pytest.raises(CheckFailed, match=r"in block \(1, 0, 0\), thread \(0, 0, 0\) passed 1 "
+                                                  r"cuda.syncthreads\(\) and thread \(4, 0, 0\) only 0"):
+                trace.check_barriers()
+    trace = kernels.trace_kernel(guarded_barrier, 2, 8, np.ones(16, np.float32), np.zeros(16, np.float32))
+    trace.check_barriers(name="all reach it")
+    assert "all reach it" in capsys.readouterr().out
+    trace.check_barriers(quiet=True)
+    assert capsys.readouterr().out == ""
+    with pytest.raises(TypeError, match="^quiet"):
+        trace.check_barriers(quiet=1)

@@ -287,6 +287,50 @@ WRONG: dict[str, dict[str, str]] = {
         if row < C.shape[0] and col < C.shape[1]:
             C[row, col] = acc
 '''),
+        # ---- from review 4 ----
+        # The sum started at a bare 0.0: Numba types acc as float64, so every multiply-add of the loop runs in float64
+        # (1/32 of the float32 rate on a T4). The simulator's numbers are the same: only the source shows it.
+        "r4_acc_float64": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                 "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
+                                 ).replace("acc = float32(0.0)", "acc = 0.0"),
+        # The same with float(0): a Python float, float64 in Numba too.
+        "acc_float_call": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                 "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
+                                 ).replace("acc = float32(0.0)", "acc = float(0)"),
+        # The sum started at an int 0: int64 plus float32 is float64 in Numba, so the loop runs in float64 too.
+        "acc_int_start": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)"
+                                ).replace("acc = float32(0.0)", "acc = 0"),
+        # The barriers inside `if row < n and col < m`: threads outside C skip them (a divergent barrier: it may
+        # hang a GPU). Right when the tile divides n and m (the visible 16 x 16).
+        "r4_barrier_in_guard": _tiled_body(_STD_HEAD + '''\
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        acc = float32(0.0)
+        for step in range((A.shape[1] + tile - 1) // tile):
+            k = step * tile + tx
+            tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)
+            k = step * tile + ty
+            tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)
+            if row < C.shape[0] and col < C.shape[1]:
+                cuda.syncthreads()
+                for kk in range(tile):
+                    acc += tile_a[ty, kk] * tile_b[kk, tx]
+                cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+'''),
+        # ---- from review 5 ----
+        # Tiles sized from cuda.blockDim: the simulator runs it, but a GPU does not compile a shared array whose
+        # shape is not a compile-time constant.
+        "r5_shape_block_dim": _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)").replace(
+            "(tile, tile)", "(cuda.blockDim.y, cuda.blockDim.x)"),
+        # Tiles hard-coded 16 x 16 from a module constant: a constant shape, right for tiles up to 16, but at tile 32
+        # the threads index past the tiles (silent corruption on a GPU, which checks no bounds).
+        "r5_tile_hard_coded": "TILE = 16\n\n\n" + _tiled("tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0.0)",
+                                    "tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0.0)").replace(
+            "(tile, tile)", "(TILE, TILE)"),
     },
     "ex2-solution": {
         # A plain += on the shared histogram (the answer that passed v2): right when the threads of a block run one
@@ -347,6 +391,26 @@ WRONG: dict[str, dict[str, str]] = {
         "rev_private_threads": _histogram(size="threads"),
         # Every thread merges every bin: threads x bins global atomics per block.
         "rev_merge_everything": _histogram(merge_loop="for b in range(bins):"),
+        # ---- from review 4 ----
+        # The count and both barriers inside `if i < labels.size`: threads past the end skip the barriers (a
+        # divergent barrier: it may hang a GPU) and zero or merge while the others count.
+        "r4_barrier_in_guard": _EX2_HEAD + '''\
+        private = cuda.shared.array(bins, int32)
+        t = cuda.threadIdx.x
+        for b in range(t, bins, threads):
+            private[b] = 0
+        i = cuda.grid(1)
+        if i < labels.size:
+            cuda.syncthreads()
+            cuda.atomic.add(private, labels[i], 1)
+            cuda.syncthreads()
+        for b in range(t, bins, threads):
+            if private[b] > 0:
+                cuda.atomic.add(counts, b, private[b])
+''' + _EX2_TAIL,
+        # ---- from review 5 ----
+        # The private histogram sized from the argument: runs in the simulator, does not compile on a GPU.
+        "r5_shape_counts_size": _histogram(size="counts.size"),
     },
     "ex3-solution": {
         # No shared memory: each thread copies x[i, j] to out[j, i] directly. The reads walk along rows of x, but a
@@ -419,6 +483,27 @@ WRONG: dict[str, dict[str, str]] = {
             if out_row < out.shape[0] and out_col < out.shape[1]:
                 out[out_row, out_col] = tile[tx, r]
 ''' + _EX3_TAIL,
+        # ---- from review 4 ----
+        # The barrier inside the read guard, in the load loop: threads of edge blocks outside x pass fewer barriers
+        # (a divergent barrier: it may hang a GPU).
+        "r4_barrier_in_guard": _EX3_HEAD + '''\
+        tile = cuda.shared.array((32, 33), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * 32 + tx
+        for r in range(ty, 32, 4):
+            row = cuda.blockIdx.y * 32 + r
+            if row < x.shape[0] and col < x.shape[1]:
+                tile[r, tx] = x[row, col]
+                cuda.syncthreads()
+        out_col = cuda.blockIdx.y * 32 + tx
+        for r in range(ty, 32, 4):
+            out_row = cuda.blockIdx.x * 32 + r
+            if out_row < out.shape[0] and out_col < out.shape[1]:
+                out[out_row, out_col] = tile[tx, r]
+''' + _EX3_TAIL,
+        # ---- from review 5 ----
+        # The padded width from cuda.blockDim: runs in the simulator, does not compile on a GPU.
+        "r5_shape_block_dim": _transpose(columns="cuda.blockDim.x + 1"),
     },
 }
 

@@ -278,6 +278,36 @@ class KernelTrace:
             writes_text = f"{budget['writes']} write" + ("" if budget["writes"] == 1 else "s")
             print(f"\N{CHECK MARK} {name}: every thread within {reads_text} and {writes_text}")
 
+    def check_barriers(self, *, name: str = "every thread of a block passes the same syncthreads()",
+                       quiet: bool = False) -> None:
+        """Raise CheckFailed naming two threads of one block that passed different numbers of syncthreads().
+
+        CUDA allows ``__syncthreads()`` in conditional code "only if the conditional evaluates identically across the
+        entire thread block" (CUDA C++ Programming Guide); a barrier that some threads skip (inside ``if i < n``,
+        after an early ``return``) may hang a GPU or let threads run on too early. The tracer releases a barrier once
+        no thread of the block can go on, so it does not hang: this check is what finds such a barrier.
+        Taught in lesson 05_cuda_shared_memory.
+        """
+        if self.barriers is None:
+            raise ValueError("this trace has no barrier counts: make it with kernels.trace_kernel")
+        if not isinstance(quiet, bool):
+            raise TypeError(f"quiet must be True or False, got {quiet!r}")
+        per_block = self.barriers.reshape(self.blocks, self.threads_per_block)
+        for block, counts in enumerate(per_block):
+            if counts.min() != counts.max():
+                low, high = int(np.argmin(counts)), int(np.argmax(counts))
+                first = block * self.threads_per_block
+                raise CheckFailed(
+                    f"{name}: in block {self._block_label(block)}, thread {tuple(self.thread_id(first + high).thread)}"
+                    f" passed {counts[high]} cuda.syncthreads() and thread {tuple(self.thread_id(first + low).thread)}"
+                    f" only {counts[low]}. Every thread of a block must reach every barrier: on a GPU a barrier that "
+                    "only some threads reach may hang the kernel or let the others run on too early.\n  Hint: no "
+                    "cuda.syncthreads() inside an `if` that differs between threads (such as `if i < n`), and no early "
+                    "`return` before one: guard the loads and the final write instead, and keep every barrier where "
+                    "all the threads of the block pass it")
+        if not quiet:
+            print(f"\N{CHECK MARK} {name}")
+
     def summary(self) -> str:
         """A few lines: the launch, reads and writes per thread, barriers, and how each array was written."""
         reads, writes = self.reads_per_thread(), self.writes_per_thread()

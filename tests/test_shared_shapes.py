@@ -79,6 +79,10 @@ def test_source_text() -> None:
     source = "def k(a):\n    t = cuda.shared.array((tile, 4), float32)\n"
     assert non_constant_shared_shapes(source) == ["(tile, 4)"]
     assert non_constant_shared_shapes(source, constants={"tile": 8}) == []
+    bound_tuple = "def k(a):\n    t = cuda.shared.array(shape, float32)\n"  # review 6: shape = (tile, tile) bound
+    assert non_constant_shared_shapes(bound_tuple, constants={"shape": (8, 8)}) == []
+    assert non_constant_shared_shapes(bound_tuple, constants={"shape": (8, 8.0)}) == ["shape"]
+    assert non_constant_shared_shapes(bound_tuple, constants={"shape": ()}) == ["shape"]
 
 
 def test_bad_input() -> None:

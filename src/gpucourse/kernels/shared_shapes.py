@@ -57,7 +57,7 @@ def _local_names(function_node: ast.FunctionDef) -> set[str]:
 
 
 def _is_constant(node: ast.expr, constants: Mapping[str, object], local: set[str]) -> bool:
-    """Whether a shape expression is an int literal, a tuple or arithmetic of them, or a bound int name."""
+    """Whether a shape expression is an int literal, a tuple or arithmetic of them, or a bound int (tuple) name."""
     if isinstance(node, ast.Constant):
         return _is_int(node.value)
     if isinstance(node, (ast.Tuple, ast.List)):
@@ -66,8 +66,10 @@ def _is_constant(node: ast.expr, constants: Mapping[str, object], local: set[str
         return _is_constant(node.left, constants, local) and _is_constant(node.right, constants, local)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         return _is_constant(node.operand, constants, local)
-    if isinstance(node, ast.Name):
-        return node.id not in local and node.id in constants and _is_int(constants[node.id])
+    if isinstance(node, ast.Name):  # Numba types a bound tuple of ints as literal ints too
+        value = constants.get(node.id)
+        return node.id not in local and node.id in constants and (
+            _is_int(value) or (isinstance(value, tuple) and len(value) > 0 and all(map(_is_int, value))))
     return False  # attributes (x.size, cuda.blockDim.x), subscripts (x.shape[0]), calls, anything else
 
 

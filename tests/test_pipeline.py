@@ -213,11 +213,13 @@ def test_measure_rejects_bad_arguments(kwargs, error, match):
 
 def test_loader_throughput_is_bounded_by_the_decode_cost_and_workers_raise_it():
     """Sleep-based decoding: one process can never beat 1 / decode_s; two workers can, by up to 2x."""
-    data = SlowImages(n=80, shape=(1, 8, 8), decode_s=0.01)
+    data = SlowImages(n=160, shape=(1, 8, 8), decode_s=0.01)  # 1.6 s of decoding: worker start-up stays small
     serial = parallel = 0.0
-    for _ in range(2):  # interleaved, fastest of each: a burst of load from other programs slows one pass only
+    for _ in range(3):  # interleaved, fastest of each: a burst of load from other programs slows one pass only
         serial = max(serial, measure(DataLoader(data, batch_size=4)).samples_per_s)
         parallel = max(parallel, measure(DataLoader(data, batch_size=4, num_workers=2)).samples_per_s)
+        if parallel > 1.2 * serial:
+            break
     assert serial <= 1.02 / data.decode_s
     assert parallel <= 2.05 / data.decode_s
     assert parallel > 1.2 * serial, (serial, parallel)  # typically 1.6-1.9x; generous for a busy machine

@@ -41,6 +41,8 @@ _EX1_SUM = '''\
                             total += weights[a, b] * image[r, c]
                 out[i, j] = total
 '''
+_EX1_GUARDED_ADD = ("if r >= 0 and r < rows and c >= 0 and c < cols:\n"
+                    "                            total += weights[a, b] * image[r, c]")
 _EX2_HEAD = '''\
 import math
 
@@ -176,17 +178,17 @@ WRONG: dict[str, dict[str, str]] = {
         # Review 6: float64 through a local. Numba gives a variable one type over all its assignments: float32 with
         # a bare 0.0 (or with an int 0) is float64, so v, and the float32-started total it enters, are float64.
         "r6_ifexp_zero_pad": _ex1(_EX1_SUM.replace(
-            "if r >= 0 and r < rows and c >= 0 and c < cols:\n                            total += weights[a, b] * image[r, c]",
+            _EX1_GUARDED_ADD,
             "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
             "                        v = image[r, c] if inside else 0.0\n"
             "                        total += weights[a, b] * v")),
         "r6_ifexp_int_zero_pad": _ex1(_EX1_SUM.replace(
-            "if r >= 0 and r < rows and c >= 0 and c < cols:\n                            total += weights[a, b] * image[r, c]",
+            _EX1_GUARDED_ADD,
             "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
             "                        v = image[r, c] if inside else 0\n"
             "                        total += weights[a, b] * v")),
         "r6_zero_then_assign": _ex1(_EX1_SUM.replace(
-            "if r >= 0 and r < rows and c >= 0 and c < cols:\n                            total += weights[a, b] * image[r, c]",
+            _EX1_GUARDED_ADD,
             "v = 0.0\n"
             "                        if r >= 0 and r < rows and c >= 0 and c < cols:\n"
             "                            v = image[r, c]\n"

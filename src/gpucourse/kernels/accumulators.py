@@ -7,8 +7,9 @@ float32 is float64). Numba also gives a local one type over all its assignments,
 through a local: ``v = x[i] if inside else 0.0`` (or ``else 0``), ``v = 0.0`` then ``v = x[i]``, ``v = x[i] * 1.0``,
 each followed by ``total += w * v``. The simulator computes the same numbers either way, so a test of results
 cannot see it; this reads the kernel's source instead (Python's :mod:`ast`, with a small data flow over its
-locals), and works on a CPU. Not seen: a bare int operand (``x[i] * 2`` is float64 in Numba), an int local other
-than a literal (``n = 0; n += 1; total += x[i] * n``), and anything outside the kernel's own source.
+locals), and works on a CPU. It takes every array element for a float32, as in these lessons' kernels. Not seen:
+an int local mixed with a float32 (``n = 0; n += 1; total += x[i] * n``), and anything outside the kernel's own
+source.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def _float64_in_update(node: ast.expr, float64_names: frozenset[str] = frozenset
                        element_names: frozenset[str] = frozenset()) -> bool:
     """Whether an expression brings in a float64 outside its subscripts: a bare float literal (``0.5 * v``),
     ``float64(...)``, a local in ``float64_names``, a ``math`` call with a float64 or bare int argument
-    (``math.pow(v, 2)``), or an ``if``/``else`` expression whose one branch is a bare int and the other reads an
-    array element (int64 with float32 is float64), all float64 in Numba."""
+    (``math.pow(v, 2)``), or an operation or ``if``/``else`` expression with a bare int on one side and an array
+    element on the other (``x[i] * 2``, ``x[i] if inside else 0``: int64 with float32 is float64), all float64 in
+    Numba."""
     node = _unsigned(node)
     if isinstance(node, ast.Constant):
         return isinstance(node.value, float)
@@ -77,6 +79,10 @@ def _float64_in_update(node: ast.expr, float64_names: frozenset[str] = frozenset
         return node.id in float64_names
     if isinstance(node, ast.Subscript):  # an index is an int whatever it computes
         return _float64_in_update(node.value, float64_names, element_names)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _UPDATE_OPS) and any(
+            _is_int_literal(one) and _reads_array_element(other, element_names)
+            for one, other in ((node.left, node.right), (node.right, node.left))):
+        return True  # x[i] * 2: float32 with int64 is float64 (x[i] ** 2 stays float32)
     if isinstance(node, ast.IfExp) and any(
             _is_int_literal(one) and _reads_array_element(other, element_names)
             for one, other in ((node.body, node.orelse), (node.orelse, node.body))):
@@ -178,19 +184,20 @@ def _source_of(kernel: Union[Callable, str]) -> str:
 def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
     """Names of the variables a kernel accumulates into in float64: started at a bare float, or updated with one.
 
-    ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it
-    is a float64 local and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or ``name = name + ...`` anywhere. A local
-    is float64 when any assignment to it is a float64 expression: a bare float (``0.0``), ``float(...)`` or
+    ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it is
+    a float64 local and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or ``name = name + ...`` anywhere. A local is
+    float64 when any assignment to it is a float64 expression: a bare float (``0.0``), ``float(...)`` or
     ``np.float64(...)``, an ``if``/``else`` expression with such a branch, or with a bare int branch and an array
     element branch, a ``math`` call with a float64 or bare int argument (``math.pow(v, 2)``; ``math.sqrt(v)`` of a
-    float32 stays float32), an operation with such an operand outside subscripts, or another float64 local; and
-    when it is assigned both a bare int and an array element (``v = 0`` and ``v = x[i]``). An int start (``0``,
-    ``int(...)``) whose updates read an array element counts too (``total = 0; total += x[i]``), and so does any
-    variable whose update brings in a float64 outside subscripts (``total += 0.5 * v``, ``total += w * v`` with
-    ``v`` a float64 local). ``np.float32(0.0)``, ``float32(0)``, ``numba.float32(0.0)`` and ``x[i] if inside else
-    np.float32(0)`` pass; so do ``acc = x[i] * y[i]``, int counters (``n = 0; n += 1``), loop indices and floats
-    inside an index. Returns the names sorted, each once; an empty list means none was found. Raises ValueError
-    when the source cannot be read or parsed.
+    float32 stays float32), an operation with such an operand outside subscripts or of a bare int with an array
+    element (``x[i] * 2``; ``x[i] ** 2`` stays float32), or another float64 local; and when it is assigned both a
+    bare int and an array element (``v = 0`` and ``v = x[i]``). An int start (``0``, ``int(...)``) whose updates
+    read an array element counts too (``total = 0; total += x[i]``), and so does any variable whose update brings in
+    a float64 outside subscripts (``total += 0.5 * v``, ``total += w * v`` with ``v`` a float64 local).
+    ``np.float32(0.0)``, ``float32(0)``, ``numba.float32(0.0)`` and ``x[i] if inside else np.float32(0)`` pass; so
+    do ``acc = x[i] * y[i]``, int counters (``n = 0; n += 1``), loop indices and floats inside an index. Returns the
+    names sorted, each once; an empty list means none was found. Raises ValueError when the source cannot be read or
+    parsed.
     """
     source = textwrap.dedent(_source_of(kernel))
     try:

@@ -93,6 +93,61 @@ def test_source_text(source, found):
     assert float64_accumulators(source) == found
 
 
+# Review 6: a float64 that reaches a sum through a local. Numba gives a variable one type over all its assignments
+# (float32 with a bare float, or with an int, is float64), and a float64 operand makes the update float64.
+_PAD = "def k(image, weights, out, i, j, rows, cols):\n    total = np.float32(0.0)\n    for a in range(3):\n" \
+       "        for b in range(3):\n            r, c = i + a - 1, j + b - 1\n" \
+       "            inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+
+
+@pytest.mark.parametrize("source", [
+    # r6_ifexp_zero_pad, then the same with an int 0
+    _PAD + "            v = image[r, c] if inside else 0.0\n            total += weights[a, b] * v\n",
+    _PAD + "            v = image[r, c] if inside else 0\n            total += weights[a, b] * v\n",  # int 0: float64
+    _PAD + "            v = 0.0\n            if inside:\n                v = image[r, c]\n"
+           "            total += weights[a, b] * v\n",  # r6_zero_then_assign
+    _PAD + "            v = 0\n            if inside:\n                v = image[r, c]\n"
+           "            total += weights[a, b] * v\n",  # int 0, then element
+    "def k(p, out, i):\n    total = np.float32(0.0)\n    for f in range(p.shape[0]):\n"
+    "        value = p[f, i] * 1.0\n        total += value * value\n",                             # r6_float64_local
+    "def k(partial, db, j, first, stride):\n    total = np.float32(0.0)\n    for k in range(32):\n"
+    "        r = first + k * stride\n        v = partial[r, j] if r < partial.shape[0] else 0.0\n"
+    "        total += v\n    db[j] = total\n",  # r6_ifexp_zero_combine
+    "def k(x, i):\n    t = np.float32(0.0)\n    s = float(x[i])\n    w = s * x[i]\n    t += w\n",   # two locals deep
+    "def k(x, i):\n    t = np.float32(0.0)\n    d = math.sqrt(2)\n    t += d * x[i]\n",            # math of an int
+    "def k(x, i):\n    t = np.float32(0.0)\n    t += x[i] if i > 0 else 0\n",  # in the update itself
+    "def k(x, i):\n    t = np.float32(0.0)\n    t += 2 * x[i]\n",                                   # a bare int operand
+    "def k(x, i):\n    t = np.float32(0.0)\n    v = x[i]\n    h = v / 2\n    t += h\n",            # through locals
+])
+def test_float64_through_a_local_is_found(source):
+    expected = ["total"] if "total" in source else ["t"]
+    assert float64_accumulators(source) == expected
+
+
+@pytest.mark.parametrize("source", [
+    _PAD + "            v = image[r, c] if inside else np.float32(0)\n            total += weights[a, b] * v\n",
+    _PAD + "            v = image[r, c] if inside else float32(0.0)\n            total += weights[a, b] * v\n",
+    _PAD + "            v = np.float32(0.0)\n            if inside:\n                v = image[r, c]\n"
+           "            total += weights[a, b] * v\n",
+    _PAD + "            if inside:\n                total += weights[a, b] * image[r, c]\n",       # lesson 04's model
+    "def k(x, out, i):\n    t = np.float32(0.0)\n    n = 0\n    for f in range(x.shape[0]):\n"
+    "        d = math.sqrt(x[f, i])\n        t += d * d\n        n += 1\n    out[i] = t + n\n",   # math of a float32
+    "def k(partial, db, j, first, stride):\n    total = np.float32(0.0)\n"
+    "    for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):\n"
+    "        total += partial[r, j]\n    db[j] = total\n",                                         # loop indices
+    "def k(dy, partial, c, chunks, j):\n    total = np.float32(0.0)\n"
+    "    for i in range(c, dy.shape[0], chunks):\n        total += dy[i, j]\n    partial[c, j] = total\n",
+    "def k(x, i):\n    t = np.float32(0.0)\n    scale = 0.5\n    y = scale * x[i]\n    x[i] = y\n"
+    "    k = int(scale * i)\n    t += x[k]\n",  # a float64 only in an index
+    "def k(x, i, c):\n    t = np.float32(0.0)\n    for r in range(32 * c, 32 * c + 32):\n"
+    "        t += x[r, 2 * i + 1] ** 2\n",                                                     # ints in indices, ** 2
+    "def k(private, labels, counts, t, bins, threads):\n    for b in range(t, bins, threads):\n"
+    "        private[b] = 0\n    n = 0\n    n += 1\n",                                       # an int counter
+])
+def test_float32_locals_pass(source):
+    assert float64_accumulators(source) == []
+
+
 @pytest.mark.parametrize("bad, message", [(42, "expected a Numba kernel"), (None, "expected a Numba kernel"),
                                           ("def k(:\n", "does not parse"), (print, "expected a Numba kernel")])
 def test_bad_input_raises_value_error(bad, message):

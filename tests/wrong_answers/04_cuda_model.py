@@ -41,6 +41,8 @@ _EX1_SUM = '''\
                             total += weights[a, b] * image[r, c]
                 out[i, j] = total
 '''
+_EX1_GUARDED_ADD = ("if r >= 0 and r < rows and c >= 0 and c < cols:\n"
+                    "                            total += weights[a, b] * image[r, c]")
 _EX2_HEAD = '''\
 import math
 
@@ -173,6 +175,24 @@ WRONG: dict[str, dict[str, str]] = {
         "r5_float64_total": _ex1(_EX1_SUM.replace("total = np.float32(0.0)", "total = 0.0")),
         # The guard checks the upper bounds only: at the top row and the left column it reads image[-1, ...], which
         # Python and Numba (on a GPU too) wrap round to the last row: the far edge pads silently instead of zeros.
+        # Review 6: float64 through a local. Numba gives a variable one type over all its assignments: float32 with
+        # a bare 0.0 (or with an int 0) is float64, so v, and the float32-started total it enters, are float64.
+        "r6_ifexp_zero_pad": _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+            "                        v = image[r, c] if inside else 0.0\n"
+            "                        total += weights[a, b] * v")),
+        "r6_ifexp_int_zero_pad": _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+            "                        v = image[r, c] if inside else 0\n"
+            "                        total += weights[a, b] * v")),
+        "r6_zero_then_assign": _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "v = 0.0\n"
+            "                        if r >= 0 and r < rows and c >= 0 and c < cols:\n"
+            "                            v = image[r, c]\n"
+            "                        total += weights[a, b] * v")),
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
         "constant": _ex1("""\
                 out[i, j] = 0.0
@@ -328,6 +348,8 @@ WRONG: dict[str, dict[str, str]] = {
                                                                          "total = float(0)"),
         # The sum started at an int 0: int64 plus float32 is float64 in Numba.
         "float64_sum_int_start": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total = np.float32(0.0)", "total = 0"),
+        # Review 6: value = p[f, i] * 1.0 is float64, and so the float32-started total it enters.
+        "r6_float64_local": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("value = p[f, i]", "value = p[f, i] * 1.0"),
         # Review 5: math.pow(v, 2) with an int exponent is float64 in Numba, and so the float32-started sum.
         "r5_math_pow": _EX2_HEAD + _SOA + _SOA_KERNEL.replace("total += value * value", "total += math.pow(value, 2)"),
         # Three fields hard-coded in the kernel: right for (0, 1, 2) and (3, 4, 5), wrong for one field or four.
@@ -493,6 +515,14 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # Review 5: the model answer with its sums started at a bare 0.0 (float64 in Numba).
         "r5_float64_total": _EX3_HEAD + _EX3_MODEL.replace("total = np.float32(0.0)", "total = 0.0"),
+        # Review 6: the combine takes 32 fixed steps and pads with a bare 0.0: v, and so total, are float64.
+        "r6_ifexp_zero_combine": _EX3_HEAD + _EX3_MODEL.replace(
+            "for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):\n"
+            "                    total += partial[r, j]",
+            "for k in range(32):\n"
+            "                    r = first + k * stride\n"
+            "                    v = partial[r, j] if r < partial.shape[0] else 0.0\n"
+            "                    total += v"),
         # Review 3: the chunk loop without min(..., batch) (reads past dy's last row), and chunks guarded with <=.
         "no_min_chunk_end": _EX3_HEAD + _EX3_CHUNKS.replace("range(32 * c, min(32 * c + 32, dy.shape[0]))",
                                                             "range(32 * c, 32 * c + 32)") + _EX3_COLUMNS

@@ -1,10 +1,15 @@
-"""Float64 accumulators in a Numba kernel's source: a sum started at a bare ``0.0`` (lessons 04 and 05).
+"""Float64 accumulators in a Numba kernel's source: a sum that Numba types float64 (lessons 04 and 05).
 
 Numba types a Python float literal as float64, so ``total = 0.0`` followed by ``total += x * x`` makes the sum,
 and every addition into it, float64, even when ``x`` is float32: T4- and L4-class GPUs run float64 at 1/32 to 1/64
 of the float32 rate. An int start (``total = 0``) that then adds array elements ends the same way (int64 plus
-float32 is float64). The simulator computes the same numbers either way, so a test of results cannot see it; this
-reads the kernel's source instead (Python's :mod:`ast`), and works on a CPU.
+float32 is float64). Numba also gives a local one type over all its assignments, so a float64 can reach a sum
+through a local: ``v = x[i] if inside else 0.0`` (or ``else 0``), ``v = 0.0`` then ``v = x[i]``, ``v = x[i] * 1.0``,
+each followed by ``total += w * v``. The simulator computes the same numbers either way, so a test of results
+cannot see it; this reads the kernel's source instead (Python's :mod:`ast`, with a small data flow over its
+locals), and works on a CPU. It takes every array element for a float32, as in these lessons' kernels. Not seen:
+an int local mixed with a float32 (``n = 0; n += 1; total += x[i] * n``), and anything outside the kernel's own
+source.
 """
 
 from __future__ import annotations
@@ -60,22 +65,79 @@ def _reads_array_element(node: ast.expr, element_names: frozenset[str] = frozens
 _NARROW_CALLS = ("float32", "float16", "int32", "int16", "int8", "uint32", "uint16", "uint8", "int", "int64")
 
 
-def _float64_in_update(node: ast.expr) -> bool:
-    """Whether an update's value brings in a float64: a bare float literal (``0.5 * v``), ``float64(...)``, or
-    ``math.pow`` with a bare int or float argument (``math.pow(v, 2)``), all float64 in Numba."""
+def _float64_in_update(node: ast.expr, float64_names: frozenset[str] = frozenset(),
+                       element_names: frozenset[str] = frozenset()) -> bool:
+    """Whether an expression brings in a float64 outside its subscripts: a bare float literal (``0.5 * v``),
+    ``float64(...)``, a local in ``float64_names``, a ``math`` call with a float64 or bare int argument
+    (``math.pow(v, 2)``), or an operation or ``if``/``else`` expression with a bare int on one side and an array
+    element on the other (``x[i] * 2``, ``x[i] if inside else 0``: int64 with float32 is float64), all float64 in
+    Numba."""
     node = _unsigned(node)
     if isinstance(node, ast.Constant):
         return isinstance(node.value, float)
+    if isinstance(node, ast.Name):
+        return node.id in float64_names
     if isinstance(node, ast.Subscript):  # an index is an int whatever it computes
-        return _float64_in_update(node.value)
-    name = _called_name(node)
-    if name in ("float64", "double"):
+        return _float64_in_update(node.value, float64_names, element_names)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _UPDATE_OPS) and any(
+            _is_int_literal(one) and _reads_array_element(other, element_names)
+            for one, other in ((node.left, node.right), (node.right, node.left))):
+        return True  # x[i] * 2: float32 with int64 is float64 (x[i] ** 2 stays float32)
+    if isinstance(node, ast.IfExp) and any(
+            _is_int_literal(one) and _reads_array_element(other, element_names)
+            for one, other in ((node.body, node.orelse), (node.orelse, node.body))):
         return True
-    if name == "pow" and any(_is_float64_literal(arg) or _is_int_literal(arg) for arg in node.args):
+    name = _called_name(node)
+    if name in ("float", "float64", "double"):
+        return True
+    if _is_math_call(node) and any(_is_int_literal(arg) or _float64_in_update(arg, float64_names, element_names)
+                                   for arg in node.args):
         return True
     if name in _NARROW_CALLS:  # np.float32(0.5), int(...): not float64
         return False
-    return any(_float64_in_update(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+    if isinstance(node, ast.Call):  # math.sqrt(v) of a float32 stays float32; its arguments were checked above
+        return any(_float64_in_update(arg, float64_names, element_names) for arg in node.args)
+    return any(_float64_in_update(child, float64_names, element_names)
+               for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+
+
+def _is_math_call(node: ast.expr) -> bool:
+    """Whether the node calls a function of :mod:`math` (``math.sqrt(v)``, ``pow(v, 2)``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return isinstance(func.value, ast.Name) and func.value.id == "math"
+    return isinstance(func, ast.Name) and func.id == "pow"
+
+
+def _assignments(tree: ast.AST) -> list[tuple[str, ast.expr]]:
+    """Every (local name, value) a plain, annotated or augmented assignment gives (``v += x`` gives ``x``)."""
+    found: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            found += [(name.id, value) for target in node.targets for name, value in _pairs(target, node.value)
+                      if isinstance(name, ast.Name)]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name) \
+                and node.value is not None:
+            found.append((node.target.id, node.value))
+    return found
+
+
+def _float64_locals(tree: ast.AST, element_names: frozenset[str]) -> frozenset[str]:
+    """Locals Numba types float64, since it unifies a variable's type over all its assignments: those assigned a
+    float64 expression anywhere (``v = 0.0``, ``v = x[i] if inside else 0.0``, ``v = x[i] * 1.0``, ``w = v``), and
+    those assigned both a bare int and an array element (``v = 0`` and ``v = x[i]``)."""
+    assignments = _assignments(tree)
+    ints = {name for name, value in assignments if _is_int_literal(value)}
+    names = frozenset(name for name, value in assignments
+                      if name in ints and _reads_array_element(value, element_names - {name}))
+    while True:
+        found = names | {name for name, value in assignments
+                         if _is_float64_literal(value) or _float64_in_update(value, names, element_names)}
+        if found == names:
+            return names
+        names = frozenset(found)
 
 
 def _element_names(tree: ast.AST) -> frozenset[str]:
@@ -122,16 +184,20 @@ def _source_of(kernel: Union[Callable, str]) -> str:
 def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
     """Names of the variables a kernel accumulates into in float64: started at a bare float, or updated with one.
 
-    ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it
-    is assigned a bare float literal anywhere and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or
-    ``name = name + ...`` anywhere; ``np.float64(0)`` counts as a bare float. So does an int start (``0``,
-    ``int(...)``) whose updates read an array element (``total = 0; total += x[i]``, or ``v = x[i]; total += v``),
-    and any variable whose update brings in a float64: a bare float literal (``total += 0.5 * v``),
-    ``np.float64(...)``, or ``math.pow`` with a bare number (``math.pow(v, 2)``; ``math.pow(v, v)`` and ``v ** 2``
-    stay float32). ``np.float32(0.0)``, ``float32(0)`` and ``numba.float32(0.0)`` pass; so do ``acc = x[i] *
-    y[i]`` and int counters (``n = 0; n += 1``). Returns the names sorted, each once; an empty list means none was
-    found. Not seen: an int start that adds a float computed without an array element, or a float64 brought in
-    through a local. Raises ValueError when the source cannot be read or parsed.
+    ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it is
+    a float64 local and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or ``name = name + ...`` anywhere. A local is
+    float64 when any assignment to it is a float64 expression: a bare float (``0.0``), ``float(...)`` or
+    ``np.float64(...)``, an ``if``/``else`` expression with such a branch, or with a bare int branch and an array
+    element branch, a ``math`` call with a float64 or bare int argument (``math.pow(v, 2)``; ``math.sqrt(v)`` of a
+    float32 stays float32), an operation with such an operand outside subscripts or of a bare int with an array
+    element (``x[i] * 2``; ``x[i] ** 2`` stays float32), or another float64 local; and when it is assigned both a
+    bare int and an array element (``v = 0`` and ``v = x[i]``). An int start (``0``, ``int(...)``) whose updates
+    read an array element counts too (``total = 0; total += x[i]``), and so does any variable whose update brings in
+    a float64 outside subscripts (``total += 0.5 * v``, ``total += w * v`` with ``v`` a float64 local).
+    ``np.float32(0.0)``, ``float32(0)``, ``numba.float32(0.0)`` and ``x[i] if inside else np.float32(0)`` pass; so
+    do ``acc = x[i] * y[i]``, int counters (``n = 0; n += 1``), loop indices and floats inside an index. Returns the
+    names sorted, each once; an empty list means none was found. Raises ValueError when the source cannot be read or
+    parsed.
     """
     source = textwrap.dedent(_source_of(kernel))
     try:
@@ -141,6 +207,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
             from error
     started: set[str] = set()
     element_names = _element_names(tree)
+    float64_names = _float64_locals(tree, element_names)
     int_started: set[str] = set()
     updated: set[str] = set()
     updated_with_elements: set[str] = set()
@@ -160,7 +227,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
                         updated.add(name.id)
                         if _reads_array_element(value, element_names):
                             updated_with_elements.add(name.id)
-                        if _float64_in_update(value):
+                        if _float64_in_update(value, float64_names, element_names):
                             float64_updates.add(name.id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             if _is_float64_literal(node.value):
@@ -172,9 +239,9 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
             updated.add(node.target.id)
             if _reads_array_element(node.value, element_names):
                 updated_with_elements.add(node.target.id)
-            if _float64_in_update(node.value):
+            if _float64_in_update(node.value, float64_names, element_names):
                 float64_updates.add(node.target.id)
-    return sorted((started & updated) | (int_started & updated_with_elements) | float64_updates)
+    return sorted(((started | float64_names) & updated) | (int_started & updated_with_elements) | float64_updates)
 
 
 __all__ = ["float64_accumulators"]

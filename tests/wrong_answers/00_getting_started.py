@@ -10,7 +10,7 @@ _EX1 = '''def gpu_evidence(make, cuda, nvml) -> dict:
     """Make a tensor and return the evidence that it is on a GPU: its device, and memory this process allocated."""
 '''
 _EX2 = '''def diagnose(machine: dict) -> dict:
-    """Does the wheel run on this machine? Read the tools' outputs; if not, the first rule that fails and the fix."""
+    """Does the wheel run on this machine? Read the tools' outputs; if not, the first rule that fails."""
 '''
 _EX3 = '''def check_peak(gpu, dtype: str, n: int) -> dict:
     """Derive gpu's datasheet peak for dtype from its tools' outputs, time an n x n matmul, and name any cause."""
@@ -60,7 +60,7 @@ _DIAG_RIGHT = r'''    import datetime
     if capability not in FIRST_CUDA:
         raise ValueError(f"compute capability {capability} is not in FIRST_CUDA")
     if driver_cuda < FIRST_CUDA[capability]:
-        return {"runs": False, "rule": "gpu", "fix": "driver"}       # the driver does not know this GPU
+        return {"runs": False, "rule": "gpu"}                         # the driver does not know this GPU
     cubin = ptx = False
     for arch in machine["torch.cuda.get_arch_list()"]:
         kind, _, digits = arch.partition("_")
@@ -73,24 +73,20 @@ _DIAG_RIGHT = r'''    import datetime
         elif kind == "compute" and (target == capability if specific else target <= capability):
             ptx = True                                               # PTX the driver can compile for it
     if not (cubin or ptx):
-        return {"runs": False, "rule": "arch", "fix": "wheel"}
+        return {"runs": False, "rule": "arch"}
     local = machine["torch.__version__"].partition("+")[2]           # 'cu126': built with CUDA 12.6
     build = (int(local[2:-1]), int(local[-1]))
     minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}
     if build[0] not in minimum:
         raise ValueError(f"a CUDA {build} wheel: minor-version compatibility needs CUDA 11 to 13")
     if driver_cuda >= build or (driver >= minimum[build[0]] and cubin):
-        return {"runs": True, "rule": None, "fix": None}             # backward or minor-version compatibility
+        return {"runs": True, "rule": None}                          # backward or minor-version compatibility
     found = re.search(r"cuda-compat-(\d+)-(\d+)", machine["cuda-compat"])
     compat = found is not None and (int(found.group(1)), int(found.group(2))) >= build
     supported = DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= month
-    if machine["brand"] != "datacenter":
-        return {"runs": False, "rule": "forward_compat_gpu" if compat else "driver", "fix": "driver"}
-    if not supported:
-        return {"runs": False, "rule": "branch_eol" if compat else "driver", "fix": "driver"}
-    if compat:
-        return {"runs": True, "rule": None, "fix": None}             # forward compatibility
-    return {"runs": False, "rule": "driver", "fix": "compat"}
+    if machine["brand"] == "datacenter" and supported and compat:
+        return {"runs": True, "rule": None}                          # forward compatibility
+    return {"runs": False, "rule": "driver"}
 '''
 _PEAK_RIGHT = r'''    import re
     import statistics
@@ -193,20 +189,20 @@ WRONG: dict[str, dict[str, str]] = {
     "ex2-solution": {
         # the visible verdicts: the T4 runs, anything else needs a driver
         "constant": _EX2 + '''    if "Tesla T4" in machine["nvidia-smi"]:
-        return {"runs": True, "rule": None, "fix": None}
-    return {"runs": False, "rule": "driver", "fix": "driver"}
+        return {"runs": True, "rule": None}
+    return {"runs": False, "rule": "driver"}
 ''',
         # asks this machine (the course's NVML reader) instead of reading the outputs
         "helper": _EX2 + '''    from gpucourse import nvml
     installed, cuda = nvml.driver_versions()
     ok = installed is not None and int(installed.split(".")[0]) >= 525
-    return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
+    return {"runs": ok, "rule": None if ok else "driver"}
 ''',
         # right on the two visible machines only: the driver's branch alone
         "visible_only": _EX2 + '''    import re
     driver = int(re.search(r"Driver Version:\\s*(\\d+)", machine["nvidia-smi"]).group(1))
     ok = driver >= 525
-    return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
+    return {"runs": ok, "rule": None if ok else "driver"}
 ''',
         # the typical mistake: is_available() is True, so the GPU must be fine; the arch list never read
         "typical": _EX2 + _DIAG_RIGHT.replace("    if not (cubin or ptx):\n", "    cubin = True\n    if False:\n"),
@@ -231,7 +227,7 @@ WRONG: dict[str, dict[str, str]] = {
         # the exact minimum driver refused
         "strict": _EX2 + _DIAG_RIGHT.replace("driver >= minimum[build[0]]", "driver > minimum[build[0]]"),
         # forward compatibility on any GPU, GeForce included
-        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('machine["brand"] != "datacenter"', "False"),
+        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('machine["brand"] == "datacenter"', "True"),
         # the driver branch's end of life ignored
         "no_end_of_life": _EX2 + _DIAG_RIGHT.replace('DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= month',
                                                      "True"),
@@ -248,9 +244,6 @@ WRONG: dict[str, dict[str, str]] = {
             'elif kind == "compute" and (target == capability if specific else target < capability):'),
         # PTX-only needs a driver whose CUDA is newer than the wheel's, not as new (review 3)
         "driver_cuda_strict": _EX2 + _DIAG_RIGHT.replace("if driver_cuda >= build or", "if driver_cuda > build or"),
-        # a newer driver as the fix for everything
-        "always_driver": _EX2 + _DIAG_RIGHT.replace('"fix": "compat"', '"fix": "driver"').replace(
-            '"fix": "wheel"', '"fix": "driver"'),
     },
     "ex3-solution": {
         # the visible simulated T4's answer
@@ -338,6 +331,17 @@ WRONG["ex2-solution"]["r5_compute_arch_specific"] = _EX2 + _DIAG_RIGHT.replace(
 WRONG["ex2-solution"]["compute_a_ignored"] = _EX2 + _DIAG_RIGHT.replace(
     'elif kind == "compute" and (target == capability if specific else target <= capability):',
     'elif kind == "compute" and not specific and target <= capability:')
+# ---- reviewer 00_r7's wrong answers (all were caught; kept under the runs/rule contract) ----
+WRONG["ex2-solution"].update({
+    # the branch's end-of-life month compared with '>': its final month refused
+    "r7_eol_strict": _EX2 + _replaced(_DIAG_RIGHT, '"0000-00") >= month', '"0000-00") > month'),
+    # minor-version compatibility judged by nvidia-smi's CUDA major alone (no minimum driver)
+    "r7_smi_major": _EX2 + _replaced(_DIAG_RIGHT, "(driver >= minimum[build[0]] and cubin)",
+                                     "(driver_cuda[0] == build[0] and cubin)"),
+    # forward compatibility refused only on GeForce: workstation cards allowed
+    "r7_compat_not_geforce": _EX2 + _replaced(_DIAG_RIGHT, 'machine["brand"] == "datacenter"',
+                                              'machine["brand"] != "geforce"'),
+})
 for _answer in (WRONG["ex1-solution"]["r5_either_evidence"], WRONG["ex1-solution"]["r5_summed_allocated"],
                 WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex2-solution"]["compute_a_ignored"]):
     assert _answer.count("\n") > 5

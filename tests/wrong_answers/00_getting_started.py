@@ -346,4 +346,66 @@ for _answer in (WRONG["ex1-solution"]["r5_either_evidence"], WRONG["ex1-solution
                 WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex2-solution"]["compute_a_ignored"]):
     assert _answer.count("\n") > 5
 
+# ---- reviewer 00_r8's wrong answers that passed ----
+# "if NVML fails, run without it": an NVML error after make() (no UUIDs) makes a second tensor
+WRONG["ex1-solution"]["r8_make_twice"] = _EX1 + """    allocated_before = [cuda.memory_allocated(i) for i in range(cuda.device_count())]
+    used = None
+    try:
+        nvml.nvmlInit()
+        try:
+            count = nvml.nvmlDeviceGetCount()
+            before = [nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(i)).used for i in range(count)]
+            tensor = make()
+            after = [nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(i)).used for i in range(count)]
+            if tensor.device.type == "cuda":
+                uuids = [str(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))).removeprefix("GPU-")
+                         for i in range(count)]
+                uuid = str(cuda.get_device_properties(tensor.device.index).uuid).removeprefix("GPU-")
+                if uuid in uuids:
+                    used = after[uuids.index(uuid)] - before[uuids.index(uuid)]
+        finally:
+            nvml.nvmlShutdown()
+    except nvml.NVMLError:
+        used = None
+        tensor = make()
+    device = tensor.device
+    if device.type != "cuda":
+        return {"device": str(device), "allocated_bytes": 0, "device_used_bytes": None, "on_gpu": False}
+    allocated = cuda.memory_allocated(device.index) - allocated_before[device.index]
+    return {"device": str(device), "allocated_bytes": allocated, "device_used_bytes": used, "on_gpu": allocated > 0}
+"""
+WRONG["ex2-solution"].update({
+    # no minor-version compatibility for CUDA 13.x (a cu132 wheel on R580 sent to upgrade the driver)
+    "r8_no_minor_13": _EX2 + _replaced(_DIAG_RIGHT, "13: (580,)}", "13: (9999,)}"),
+    # no minimum driver for 13.x at all (a cu131 wheel taken to run on driver 575)
+    "r8_no_minimum_13": _EX2 + _replaced(_DIAG_RIGHT, "13: (580,)}", "13: (0,)}"),
+    # nvidia-smi's date line not stripped: real nvidia-smi pads it with spaces
+    "r8_no_strip_date": _EX2 + _replaced(_DIAG_RIGHT, "smi.strip().splitlines()[0].strip()", "smi.splitlines()[0]"),
+})
+WRONG["ex3-solution"].update({
+    # no bfloat16-before-8.0 check, no unlisted-Hopper check, unknown formats priced as float32
+    "r8_no_format_checks": _EX3 + _replaced(_replaced(_replaced(
+        _PEAK_RIGHT,
+        """        if dtype == "bfloat16" and capability < (8, 0):
+            raise ValueError(f"bfloat16 Tensor Cores need compute capability 8.0, this GPU has {capability}")
+""", ""),
+        """            if name not in HOPPER_TENSOR_CLOCK_MHZ:
+                raise ValueError(f"no published Tensor Core clock for {name}")
+            clock = HOPPER_TENSOR_CLOCK_MHZ[name] """, """            clock = HOPPER_TENSOR_CLOCK_MHZ.get(name, rated) """),
+        """    else:
+        raise ValueError(f"unknown dtype {dtype!r}")
+""", """    else:
+        fmas = rates.fp32_lanes
+"""),
+    # any format other than float32 priced as a Tensor format (int4, tf32 on an A100)
+    "r8_other_dtypes_as_tensor": _EX3 + _replaced(_PEAK_RIGHT, 'elif dtype in ("float16", "bfloat16"):', "elif True:"),
+    # times the matmuls first, then raises for a format without a peak
+    "r8_time_then_raise": _EX3 + _replaced(_replaced(
+        _PEAK_RIGHT, "    if capability not in SM_RATES:", """    for _ in range(3):
+        gpu.matmul(n, dtype)
+        gpu.synchronize()
+    if capability not in SM_RATES:"""), "    for _ in range(3):                                          # warm-up",
+        "    for _ in range(0):                                          # warmed up above"),
+})
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -375,6 +375,7 @@ def machine_clock_tools(index: int = 0) -> dict | None:
                                  sms=props.multi_processor_count, cores=cores,
                                  total=props.multi_processor_count * cores, rated=rated, ghz=rated / 1000, memory=0,
                                  bus=0, l2=getattr(props, "L2_cache_size", 0))
+    query = query.replace(" 0 Mhz\n", " n/a\n").replace(" 0-bit\n", " n/a\n")  # not read here: no made-up zeros
     return {"deviceQuery": query, "nvidia-smi -q": done.stdout}
 
 

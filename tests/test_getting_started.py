@@ -91,7 +91,7 @@ def test_tool_outputs_print_what_the_tools_print() -> None:
     assert set(t4) == {"nvidia-smi", "compute_cap", "torch.__version__", "torch.cuda.get_arch_list()", "cuda-compat",
                        "brand"}
     lines = t4["nvidia-smi"].splitlines()
-    assert lines[0] == "Fri Nov 27 09:41:07 2026" and "Driver Version: 550.54.15" in lines[2]
+    assert lines[0] == "Fri Nov 27 09:41:07 2026       " and "Driver Version: 550.54.15" in lines[2]
     assert "CUDA Version: 12.4" in lines[2] and len(lines[2]) == len(lines[1])
     assert t4["compute_cap"] == "7.5\n" and t4["torch.__version__"].endswith("+cu126") and t4["cuda-compat"] == ""
     h100 = tool_outputs("NVIDIA H100 80GB HBM3", "datacenter", "9.0", "535.261.03", "12.2", "2.9.0+cu130",
@@ -111,6 +111,92 @@ def test_this_machine_outputs() -> None:
         assert mine is None
     elif mine is not None:
         assert "Driver Version" in mine["nvidia-smi"] and mine["torch.cuda.get_arch_list()"]
+
+
+# What plain `nvidia-smi` prints on an H100 (driver 580), its date line padded with spaces as the tool pads it.
+H100_SMI = """Sat Nov 28 00:48:38 2026       
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA H100 80GB HBM3          On  |   00000000:00:04.0 Off |                    0 |
+| N/A   30C    P0             70W /  700W |       0MiB /  81559MiB |      0%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+
++-----------------------------------------------------------------------------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |
+|        ID   ID                                                               Usage      |
+|=========================================================================================|
+|  No running processes found                                                             |
++-----------------------------------------------------------------------------------------+
+"""
+
+
+def _fake_h100(monkeypatch) -> list:
+    """Make `nvidia-smi` and torch.cuda answer as on an H100 (no GPU needed); returns the commands run."""
+    import subprocess
+
+    from gpucourse import nvml
+
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(list(command))
+        out = H100_SMI if command == ["nvidia-smi"] else "name, driver_version\nNVIDIA H100 80GB HBM3, 580.159.04\n"
+        return subprocess.CompletedProcess(command, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(nvml.shutil, "which", lambda name: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None)
+    monkeypatch.setattr(nvml.subprocess, "run", run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_80", "sm_90", "sm_100", "sm_120", "compute_120"])
+    return commands
+
+
+def test_this_machine_outputs_gives_plain_nvidia_smi_on_a_gpu(monkeypatch) -> None:
+    import datetime
+    import re
+
+    from gpucourse.getting_started import this_machine_outputs
+
+    commands = _fake_h100(monkeypatch)
+    mine = this_machine_outputs()
+    assert commands == [["nvidia-smi"]]                 # plain nvidia-smi, not a --query-gpu CSV
+    smi = mine["nvidia-smi"]
+    assert re.search(r"Driver Version:\s*([\d.]+)", smi).group(1) == "580.159.04"
+    assert re.search(r"CUDA Version:\s*([\d.]+)", smi).group(1) == "13.0"
+    first = smi.splitlines()[0]
+    assert first.endswith(" ")                           # kept as printed: the padding is the learner's to strip
+    assert datetime.datetime.strptime(first.strip(), "%a %b %d %H:%M:%S %Y").month == 11
+    assert mine["compute_cap"] == "9.0\n" and mine["brand"] == "datacenter" and "sm_90" in mine[
+        "torch.cuda.get_arch_list()"]
+
+
+def test_nvidia_smi_summary_is_none_when_the_command_fails(monkeypatch) -> None:
+    import subprocess
+
+    from gpucourse import nvml
+
+    monkeypatch.setattr(nvml.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(nvml.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+        command, 9, stdout="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"))
+    assert nvml.nvidia_smi_summary() is None
+    monkeypatch.setattr(nvml.shutil, "which", lambda name: None)
+    assert nvml.nvidia_smi_summary() is None
+
+
+def test_the_fake_nvidia_smi_pads_its_date_line_as_the_tool_does() -> None:
+    from gpucourse.getting_started import nvidia_smi_header
+
+    first = nvidia_smi_header("Tesla T4", "550.54.15", "12.4").splitlines()[0]
+    assert first != first.rstrip() and first.rstrip() == H100_SMI.splitlines()[0].rstrip().replace(
+        "Sat Nov 28 00:48:38", "Fri Nov 27 09:41:07")
 
 
 def test_simulated_matmul_gpu_runs_at_its_rate_and_queues() -> None:

@@ -375,6 +375,7 @@ def machine_clock_tools(index: int = 0) -> dict | None:
                                  sms=props.multi_processor_count, cores=cores,
                                  total=props.multi_processor_count * cores, rated=rated, ghz=rated / 1000, memory=0,
                                  bus=0, l2=getattr(props, "L2_cache_size", 0))
+    query = query.replace(" 0 Mhz\n", " n/a\n").replace(" 0-bit\n", " n/a\n")  # not read here: no made-up zeros
     return {"deviceQuery": query, "nvidia-smi -q": done.stdout}
 
 
@@ -475,7 +476,7 @@ def machine_report(index: int = 0) -> dict | None:
 
 # --------------------------------------------------------------------------- what the tools print
 
-_SMI = """{date}
+_SMI = """{date}       
 +-----------------------------------------------------------------------------------------+
 | NVIDIA-SMI {driver:<22}Driver Version: {driver:<15}CUDA Version: {cuda:<10}|
 |-----------------------------------------+------------------------+----------------------+
@@ -525,13 +526,13 @@ def t4_outputs() -> dict:
 
 def this_machine_outputs() -> dict | None:
     """This machine's tool outputs (nvidia-smi, torch), or None without a CUDA GPU and nvidia-smi."""
-    from gpucourse.nvml import nvidia_smi
+    from gpucourse.nvml import nvidia_smi_summary
 
     try:
         import torch
     except ImportError:
         return None
-    smi = nvidia_smi()
+    smi = nvidia_smi_summary()
     if not smi or not torch.cuda.is_available():
         return None
     major, minor = torch.cuda.get_device_capability(0)

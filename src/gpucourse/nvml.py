@@ -347,6 +347,18 @@ def nvidia_smi() -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def nvidia_smi_summary() -> str | None:
+    """What plain ``nvidia-smi`` prints (its date line, driver and CUDA version, a row per GPU), or None where the
+    command is missing or fails; kept as printed, the date line's trailing spaces included."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 and "Driver Version" in done.stdout else None
+
+
 # --------------------------------------------------------------------------- a fake NVML
 
 class FakeNvmlError(Exception):

@@ -10,7 +10,7 @@ _EX1 = '''def gpu_evidence(make, cuda, nvml) -> dict:
     """Make a tensor and return the evidence that it is on a GPU: its device, and memory this process allocated."""
 '''
 _EX2 = '''def diagnose(machine: dict) -> dict:
-    """Does the wheel run on this machine? Read the tools' outputs; if not, the first rule that fails and the fix."""
+    """Does the wheel run on this machine? Read the tools' outputs; if not, the first rule that fails."""
 '''
 _EX3 = '''def check_peak(gpu, dtype: str, n: int) -> dict:
     """Derive gpu's datasheet peak for dtype from its tools' outputs, time an n x n matmul, and name any cause."""
@@ -60,7 +60,7 @@ _DIAG_RIGHT = r'''    import datetime
     if capability not in FIRST_CUDA:
         raise ValueError(f"compute capability {capability} is not in FIRST_CUDA")
     if driver_cuda < FIRST_CUDA[capability]:
-        return {"runs": False, "rule": "gpu", "fix": "driver"}       # the driver does not know this GPU
+        return {"runs": False, "rule": "gpu"}                         # the driver does not know this GPU
     cubin = ptx = False
     for arch in machine["torch.cuda.get_arch_list()"]:
         kind, _, digits = arch.partition("_")
@@ -73,24 +73,20 @@ _DIAG_RIGHT = r'''    import datetime
         elif kind == "compute" and (target == capability if specific else target <= capability):
             ptx = True                                               # PTX the driver can compile for it
     if not (cubin or ptx):
-        return {"runs": False, "rule": "arch", "fix": "wheel"}
+        return {"runs": False, "rule": "arch"}
     local = machine["torch.__version__"].partition("+")[2]           # 'cu126': built with CUDA 12.6
     build = (int(local[2:-1]), int(local[-1]))
     minimum = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580,)}
     if build[0] not in minimum:
         raise ValueError(f"a CUDA {build} wheel: minor-version compatibility needs CUDA 11 to 13")
     if driver_cuda >= build or (driver >= minimum[build[0]] and cubin):
-        return {"runs": True, "rule": None, "fix": None}             # backward or minor-version compatibility
+        return {"runs": True, "rule": None}                          # backward or minor-version compatibility
     found = re.search(r"cuda-compat-(\d+)-(\d+)", machine["cuda-compat"])
     compat = found is not None and (int(found.group(1)), int(found.group(2))) >= build
     supported = DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= month
-    if machine["brand"] != "datacenter":
-        return {"runs": False, "rule": "forward_compat_gpu" if compat else "driver", "fix": "driver"}
-    if not supported:
-        return {"runs": False, "rule": "branch_eol" if compat else "driver", "fix": "driver"}
-    if compat:
-        return {"runs": True, "rule": None, "fix": None}             # forward compatibility
-    return {"runs": False, "rule": "driver", "fix": "compat"}
+    if machine["brand"] == "datacenter" and supported and compat:
+        return {"runs": True, "rule": None}                          # forward compatibility
+    return {"runs": False, "rule": "driver"}
 '''
 _PEAK_RIGHT = r'''    import re
     import statistics
@@ -193,20 +189,20 @@ WRONG: dict[str, dict[str, str]] = {
     "ex2-solution": {
         # the visible verdicts: the T4 runs, anything else needs a driver
         "constant": _EX2 + '''    if "Tesla T4" in machine["nvidia-smi"]:
-        return {"runs": True, "rule": None, "fix": None}
-    return {"runs": False, "rule": "driver", "fix": "driver"}
+        return {"runs": True, "rule": None}
+    return {"runs": False, "rule": "driver"}
 ''',
         # asks this machine (the course's NVML reader) instead of reading the outputs
         "helper": _EX2 + '''    from gpucourse import nvml
     installed, cuda = nvml.driver_versions()
     ok = installed is not None and int(installed.split(".")[0]) >= 525
-    return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
+    return {"runs": ok, "rule": None if ok else "driver"}
 ''',
         # right on the two visible machines only: the driver's branch alone
         "visible_only": _EX2 + '''    import re
     driver = int(re.search(r"Driver Version:\\s*(\\d+)", machine["nvidia-smi"]).group(1))
     ok = driver >= 525
-    return {"runs": ok, "rule": None if ok else "driver", "fix": None if ok else "driver"}
+    return {"runs": ok, "rule": None if ok else "driver"}
 ''',
         # the typical mistake: is_available() is True, so the GPU must be fine; the arch list never read
         "typical": _EX2 + _DIAG_RIGHT.replace("    if not (cubin or ptx):\n", "    cubin = True\n    if False:\n"),
@@ -231,7 +227,7 @@ WRONG: dict[str, dict[str, str]] = {
         # the exact minimum driver refused
         "strict": _EX2 + _DIAG_RIGHT.replace("driver >= minimum[build[0]]", "driver > minimum[build[0]]"),
         # forward compatibility on any GPU, GeForce included
-        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('machine["brand"] != "datacenter"', "False"),
+        "compat_everywhere": _EX2 + _DIAG_RIGHT.replace('machine["brand"] == "datacenter"', "True"),
         # the driver branch's end of life ignored
         "no_end_of_life": _EX2 + _DIAG_RIGHT.replace('DRIVER_BRANCH_END_OF_LIFE.get(driver[0], "0000-00") >= month',
                                                      "True"),
@@ -248,9 +244,6 @@ WRONG: dict[str, dict[str, str]] = {
             'elif kind == "compute" and (target == capability if specific else target < capability):'),
         # PTX-only needs a driver whose CUDA is newer than the wheel's, not as new (review 3)
         "driver_cuda_strict": _EX2 + _DIAG_RIGHT.replace("if driver_cuda >= build or", "if driver_cuda > build or"),
-        # a newer driver as the fix for everything
-        "always_driver": _EX2 + _DIAG_RIGHT.replace('"fix": "compat"', '"fix": "driver"').replace(
-            '"fix": "wheel"', '"fix": "driver"'),
     },
     "ex3-solution": {
         # the visible simulated T4's answer
@@ -338,8 +331,81 @@ WRONG["ex2-solution"]["r5_compute_arch_specific"] = _EX2 + _DIAG_RIGHT.replace(
 WRONG["ex2-solution"]["compute_a_ignored"] = _EX2 + _DIAG_RIGHT.replace(
     'elif kind == "compute" and (target == capability if specific else target <= capability):',
     'elif kind == "compute" and not specific and target <= capability:')
+# ---- reviewer 00_r7's wrong answers (all were caught; kept under the runs/rule contract) ----
+WRONG["ex2-solution"].update({
+    # the branch's end-of-life month compared with '>': its final month refused
+    "r7_eol_strict": _EX2 + _replaced(_DIAG_RIGHT, '"0000-00") >= month', '"0000-00") > month'),
+    # minor-version compatibility judged by nvidia-smi's CUDA major alone (no minimum driver)
+    "r7_smi_major": _EX2 + _replaced(_DIAG_RIGHT, "(driver >= minimum[build[0]] and cubin)",
+                                     "(driver_cuda[0] == build[0] and cubin)"),
+    # forward compatibility refused only on GeForce: workstation cards allowed
+    "r7_compat_not_geforce": _EX2 + _replaced(_DIAG_RIGHT, 'machine["brand"] == "datacenter"',
+                                              'machine["brand"] != "geforce"'),
+})
 for _answer in (WRONG["ex1-solution"]["r5_either_evidence"], WRONG["ex1-solution"]["r5_summed_allocated"],
                 WRONG["ex2-solution"]["r5_compute_arch_specific"], WRONG["ex2-solution"]["compute_a_ignored"]):
     assert _answer.count("\n") > 5
+
+# ---- reviewer 00_r8's wrong answers that passed ----
+# "if NVML fails, run without it": an NVML error after make() (no UUIDs) makes a second tensor
+WRONG["ex1-solution"]["r8_make_twice"] = _EX1 + """    allocated_before = [cuda.memory_allocated(i) for i in range(cuda.device_count())]
+    used = None
+    try:
+        nvml.nvmlInit()
+        try:
+            count = nvml.nvmlDeviceGetCount()
+            before = [nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(i)).used for i in range(count)]
+            tensor = make()
+            after = [nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(i)).used for i in range(count)]
+            if tensor.device.type == "cuda":
+                uuids = [str(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))).removeprefix("GPU-")
+                         for i in range(count)]
+                uuid = str(cuda.get_device_properties(tensor.device.index).uuid).removeprefix("GPU-")
+                if uuid in uuids:
+                    used = after[uuids.index(uuid)] - before[uuids.index(uuid)]
+        finally:
+            nvml.nvmlShutdown()
+    except nvml.NVMLError:
+        used = None
+        tensor = make()
+    device = tensor.device
+    if device.type != "cuda":
+        return {"device": str(device), "allocated_bytes": 0, "device_used_bytes": None, "on_gpu": False}
+    allocated = cuda.memory_allocated(device.index) - allocated_before[device.index]
+    return {"device": str(device), "allocated_bytes": allocated, "device_used_bytes": used, "on_gpu": allocated > 0}
+"""
+WRONG["ex2-solution"].update({
+    # no minor-version compatibility for CUDA 13.x (a cu132 wheel on R580 sent to upgrade the driver)
+    "r8_no_minor_13": _EX2 + _replaced(_DIAG_RIGHT, "13: (580,)}", "13: (9999,)}"),
+    # no minimum driver for 13.x at all (a cu131 wheel taken to run on driver 575)
+    "r8_no_minimum_13": _EX2 + _replaced(_DIAG_RIGHT, "13: (580,)}", "13: (0,)}"),
+    # nvidia-smi's date line not stripped: real nvidia-smi pads it with spaces
+    "r8_no_strip_date": _EX2 + _replaced(_DIAG_RIGHT, "smi.strip().splitlines()[0].strip()", "smi.splitlines()[0]"),
+})
+WRONG["ex3-solution"].update({
+    # no bfloat16-before-8.0 check, no unlisted-Hopper check, unknown formats priced as float32
+    "r8_no_format_checks": _EX3 + _replaced(_replaced(_replaced(
+        _PEAK_RIGHT,
+        """        if dtype == "bfloat16" and capability < (8, 0):
+            raise ValueError(f"bfloat16 Tensor Cores need compute capability 8.0, this GPU has {capability}")
+""", ""),
+        """            if name not in HOPPER_TENSOR_CLOCK_MHZ:
+                raise ValueError(f"no published Tensor Core clock for {name}")
+            clock = HOPPER_TENSOR_CLOCK_MHZ[name] """, """            clock = HOPPER_TENSOR_CLOCK_MHZ.get(name, rated) """),
+        """    else:
+        raise ValueError(f"unknown dtype {dtype!r}")
+""", """    else:
+        fmas = rates.fp32_lanes
+"""),
+    # any format other than float32 priced as a Tensor format (int4, tf32 on an A100)
+    "r8_other_dtypes_as_tensor": _EX3 + _replaced(_PEAK_RIGHT, 'elif dtype in ("float16", "bfloat16"):', "elif True:"),
+    # times the matmuls first, then raises for a format without a peak
+    "r8_time_then_raise": _EX3 + _replaced(_replaced(
+        _PEAK_RIGHT, "    if capability not in SM_RATES:", """    for _ in range(3):
+        gpu.matmul(n, dtype)
+        gpu.synchronize()
+    if capability not in SM_RATES:"""), "    for _ in range(3):                                          # warm-up",
+        "    for _ in range(0):                                          # warmed up above"),
+})
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -175,6 +175,65 @@ def test_wrapped_interpreter_methods_keep_their_leading_arguments():
     assert load[:3] == ["self", "ptrs", "mask"] and store[:4] == ["self", "ptrs", "value", "mask"]
 
 
+def _emulate_triton_3_6_index(monkeypatch):
+    """Make this interpreter set triton 3.6.0's tl.tensor.__index__, int() of the 1-element array an int argument
+    becomes: numpy >= 2.4 raises TypeError on it (older numpy warns, made an error here)."""
+    from triton.runtime import interpreter
+
+    fixed = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor_of_triton_3_6(tensor, scope):
+        fixed(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", patch_lang_tensor_of_triton_3_6)
+    return patch_lang_tensor_of_triton_3_6
+
+
+def _matmul_launch():
+    a, b = torch.randn(33, 40), torch.randn(40, 31)
+    c = torch.empty(33, 31)
+    tb.launch(triton_kernels.matmul_kernel, (3, 2), a, b, c, 33, 31, 40, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    return a @ b, c
+
+
+def test_triton_3_6_index_of_an_int_argument_is_fixed_for_each_launch(monkeypatch):
+    """`for k0 in range(0, K, BLOCK_K)` over an int argument: triton 3.6's interpreter fails with numpy >= 2.4
+    (upstream fix: triton-lang/triton PR #9172); the launcher backports the fix for the launch only."""
+    import warnings
+
+    from triton.runtime import interpreter
+
+    original_index = tl.tensor.__dict__.get("__index__")
+    old = _emulate_triton_3_6_index(monkeypatch)
+    assert triton_launch._index_needs_squeeze(old)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        expected, c = _matmul_launch()
+        assert torch.allclose(c, expected, atol=1e-4)
+        with tb.count_traffic() as traffic:
+            _matmul_launch()
+        assert traffic.launches[0].kernel == "matmul_kernel"
+        assert interpreter._patch_lang_tensor is old  # restored, and tl.tensor with it
+        assert tl.tensor.__dict__.get("__index__") is original_index
+
+        monkeypatch.setattr(triton_launch, "_index_needs_squeeze", lambda patch: False)  # without the fix
+        with pytest.raises(Exception) as failure:
+            _matmul_launch()
+    cause = failure.value
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    assert isinstance(cause, (TypeError, DeprecationWarning)), repr(failure.value)
+
+
+def test_a_fixed_interpreter_is_left_alone():
+    def patch_lang_tensor_of_triton_3_9(tensor, scope):
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    assert not triton_launch._index_needs_squeeze(patch_lang_tensor_of_triton_3_9)
+    assert not triton_launch._index_needs_squeeze(len)  # no Python source: nothing to detect, nothing patched
+
+
 # --------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("grid, error, match", [

@@ -12,12 +12,14 @@ through :mod:`~gpucourse.kernels.triton_backend`).
 The counter wraps two internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
 ``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9) for the duration of one
 launch, in :func:`_instrumented` only; it reads the pointer and the mask, the first two or three positional
-arguments, whose order both versions share.
+arguments, whose order both versions share. For the same launch it also backports one upstream interpreter fix to
+triton 3.6 (:func:`_squeezed_index`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import numbers
 from collections.abc import Iterator
@@ -180,11 +182,37 @@ def _current_program() -> tuple[int, int, int]:
     return tuple(int(i) for i in index)
 
 
+def _squeezed_index(self) -> int:
+    """tl.tensor.__index__ as upstream fixed it: int() of the scalar held in a 1-element array."""
+    return int(self.handle.data.squeeze())
+
+
+@functools.lru_cache(maxsize=None)
+def _index_needs_squeeze(patch_lang_tensor: object) -> bool:
+    """True if this interpreter's _patch_lang_tensor sets triton <= 3.6's ``__index__``, ``int(self.handle.data)``."""
+    try:
+        source = inspect.getsource(patch_lang_tensor)
+    except (OSError, TypeError):
+        return False
+    return "int(self.handle.data)" in source
+
+
 @contextlib.contextmanager
 def _instrumented(spans: _Spans) -> Iterator[None]:
     """Patch the interpreter's load/store (and jit-function calls) for one launch; restore them in finally."""
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
+
+    # triton 3.6's interpreter turns each int argument into a 1-element array, and its tl.tensor.__index__ is
+    # int(self.handle.data), which numpy >= 2.4 refuses (TypeError): `range(0, K, BLOCK_K)` over an int argument
+    # fails. Upstream fixed it with int(self.handle.data.squeeze()) (triton-lang/triton PR #9172, in triton 3.9);
+    # on an interpreter without that fix, set the fixed __index__ right after its own, for this launch only.
+    original_patch_tensor = interpreter._patch_lang_tensor
+    patch_tensor = original_patch_tensor
+    if _index_needs_squeeze(original_patch_tensor):
+        def patch_tensor(tensor, scope):
+            original_patch_tensor(tensor, scope)
+            scope.set_attr(tensor, "__index__", _squeezed_index)  # the scope restores the original with the rest
 
     builder = _builder_class()
     originals = {name: builder.__dict__[name] for name in ("create_masked_load", "create_masked_store",
@@ -223,11 +251,13 @@ def _instrumented(spans: _Spans) -> Iterator[None]:
         for name, function in replacements.items():
             setattr(builder, name, function)
         JITFunction.__call__ = call_jit_function
+        interpreter._patch_lang_tensor = patch_tensor
         yield
     finally:
         for name, function in originals.items():
             setattr(builder, name, function)
         JITFunction.__call__ = original_call
+        interpreter._patch_lang_tensor = original_patch_tensor
 
 
 def _arena_copies(tensors: dict[str, object]) -> dict[str, object]:

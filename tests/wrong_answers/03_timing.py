@@ -682,6 +682,59 @@ R6["ex3-solution"] = {
 for _grade_id, _answers in R6.items():
     WRONG[_grade_id].update(_answers)
 
+def _ex3_window(w: int) -> str:
+    """The model's Ex3 method (a running median, bands of 6 x the call noise / sqrt(w)) over a w-call window."""
+    return _EX3_HEAD + f"""\
+    gpu.matmul(n)
+    gpu.synchronize()
+    rates = []
+    start = gpu.clock()
+    while gpu.clock() - start < duration_s:
+        before = gpu.clock()
+        gpu.matmul(n)
+        gpu.synchronize()
+        rates.append(2 * n**3 / (gpu.clock() - before))
+    w = {w}
+""" + """\
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    noise = statistics.median(abs(b - a) / a for a, b in zip(rates, rates[1:]))
+    tol = 6 * noise / w**0.5
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < (1 - tol) * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > (1 + tol) * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+"""
+
+
+R7: dict[str, dict[str, str]] = {
+    "ex2-solution": {
+        # Review 7 (M1): no_sync read from the device's final state, work still queued when the benchmark returns,
+        # not from the figure. It misses a figure read before the sync and flags a launch queued after the timer.
+        "r7_pending": _EX2_HEAD + _EX2_EXPERIMENT + """\
+    found = set()
+    with SimulatedGPU(simulated_clock=True, **base) as gpu:
+        benchmark(gpu)
+        if gpu.pending > 0:
+            found.add("no_sync")
+    if moves(init_s=50.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e8):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e9):
+        found.add("float64")
+    return found
+""",
+    },
+    "ex3-solution": {
+        # Review 7 (M2): the model's method over an 11-call window, "an odd window shorter than 20": six slow calls
+        # in a row fill more than half of it, and the level it compares with is dragged down.
+        "r7_window_11": _ex3_window(11),
+    },
+}
+for _grade_id, _answers in R7.items():
+    WRONG[_grade_id].update(_answers)
+
+
 RIGHT: dict[str, dict[str, str]] = {
     # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
     # run by tests/test_timing.py. Review 4 found a correct Ex2 method failing; these keep that class of fault out.
@@ -725,6 +778,11 @@ RIGHT: dict[str, dict[str, str]] = {
 """,
     },
     "ex3-solution": {
+        # Review 7 (M2): the model's method at both ends of the prompt's window range, about 13-20 calls, and just
+        # past it (the model before review 7 used 21).
+        "window_13": _ex3_window(13),
+        "window_20": _ex3_window(20),
+        "window_21": _ex3_window(21),
         # Review 4: fixed +-3% bands around the ends of a 21-call running median.
         "fixed_bands": _EX3_HEAD + _EX3_SERIES + """\
     rates = [flops / s for _, s in series]

@@ -535,6 +535,20 @@ def test_plot_matmul_sweep_rates_and_peaks():
     plt.close(fig)
 
 
+def test_plot_matmul_sweep_skips_sizes_not_measured():
+    """None marks a size a line was not measured at (lesson 03: the CPUs stop at 1024, the GPU goes on): no point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gpucourse.timing import plot_matmul_sweep
+    fig = plot_matmul_sweep([2, 4, 8], {"cpu": [2e-9, 8e-9, None], "gpu": [4e-9, 4e-9, 8e-9]}, panels=("rate",))
+    lines = fig.axes[0].get_lines()
+    assert list(lines[0].get_xdata()) == [2, 4] and list(lines[1].get_xdata()) == [2, 4, 8]
+    assert list(lines[0].get_ydata()) == pytest.approx([2 * 2**3 / 2e-9 / 1e9, 2 * 4**3 / 8e-9 / 1e9])
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("args, kwargs, error", [
     (([], {"a": []}), {}, TypeError),
     (([2, 4], {"a": [1.0]}), {}, ValueError),

@@ -329,7 +329,8 @@ def plot_repeats(results: list[tuple[BenchmarkResult, str]]):
 def plot_matmul_sweep(sizes: list[int], times_by_label: dict[str, list[float]], *,
                       peaks: dict[str, float] | None = None, panels: tuple[str, ...] = MATMUL_PANELS,
                       title: str = ""):
-    """Times of n x n matmuls (one line per label) on the chosen panels; ``peaks`` (label -> FLOP/s) on the rate panel."""
+    """Times of n x n matmuls (one line per label, None where a size was not measured) on the chosen panels; ``peaks``
+    (label -> FLOP/s) on the rate panel."""
     import matplotlib.pyplot as plt
 
     if not isinstance(sizes, list) or not sizes:
@@ -341,7 +342,8 @@ def plot_matmul_sweep(sizes: list[int], times_by_label: dict[str, list[float]], 
         if not isinstance(times, list) or len(times) != len(sizes):
             raise ValueError(f"times_by_label[{label!r}] must be a list of {len(sizes)} times, one per size")
         for t in times:
-            positive_number("times_by_label", t)
+            if t is not None:  # None: not measured at this size
+                positive_number("times_by_label", t)
     peaks = {} if peaks is None else peaks
     if not isinstance(peaks, dict):
         raise TypeError(f"peaks must be a dict label -> FLOP/s, got {type(peaks).__name__}")
@@ -354,8 +356,9 @@ def plot_matmul_sweep(sizes: list[int], times_by_label: dict[str, list[float]], 
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         for label, times in times_by_label.items():
-            values = [2 * n**3 / t / 1e9 for n, t in zip(sizes, times)] if panel == "rate" else [t * 1e3 for t in times]
-            ax.plot(sizes, values, "o-", label=label)
+            points = [(n, t) for n, t in zip(sizes, times) if t is not None]
+            values = [2 * n**3 / t / 1e9 if panel == "rate" else t * 1e3 for n, t in points]
+            ax.plot([n for n, _ in points], values, "o-", label=label)
         if panel != "time":
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")

@@ -36,11 +36,11 @@ _EX2_EXPERIMENT = '''\
         return abs(figure(**change) - reference) > 0.01 * abs(reference)
 
 '''
-_EX2_NO_SYNC = "moves(launch_s=0.01) and not moves(flops_per_s=1e10, fp64_flops_per_s=1e9)"
+_EX2_NO_SYNC = "moves(launch_s=0.01) and not moves(flops_per_s=1e6, fp64_flops_per_s=1e5)"
 
 
 def _ex2(no_sync: str = _EX2_NO_SYNC, moved: str = "> 0.01 * abs(reference)", float64: bool = True) -> str:
-    """An Ex2 answer on the prompt's base and 100x changes: its no_sync test, its threshold, with or without float64."""
+    """An Ex2 answer on the prompt's base and changes: its no_sync test, its threshold, with or without float64."""
     return (_EX2_HEAD + _EX2_EXPERIMENT.replace("> 0.01 * abs(reference)", moved) + f"""\
     found = set()
     if {no_sync}:
@@ -311,7 +311,7 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # Reads "the figure does not move with the matmuls' speed" as no_sync: a region that times only a copy (its
         # matmuls outside the timer) is reported as unsynchronised too. Right on every benchmark that launches matmuls.
-        "no_launch_test": _ex2(no_sync="not moves(flops_per_s=1e10, fp64_flops_per_s=1e9)"),
+        "no_launch_test": _ex2(no_sync="not moves(flops_per_s=1e6, fp64_flops_per_s=1e5)"),
         # Changes two settings at once: the start-up and the copy bandwidth, and blames both for either.
         "two_at_once": _EX2_HEAD + _EX2_EXPERIMENT + '''\
     found = set()
@@ -658,6 +658,83 @@ R5: dict[str, dict[str, str]] = {
 for _grade_id, _answers in R5.items():
     WRONG[_grade_id].update(_answers)
 
+R6: dict[str, dict[str, str]] = {
+    "ex2-solution": {
+        # Review 6 (M1): the old model, a 100x kernel probe for no_sync. A synchronised benchmark of a 16 x 16 matmul
+        # (8 ns of work behind a 100 us launch) does not move when its kernels are 100x slower: reported as no_sync.
+        "r6_100x_kernel_probe": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e10, "
+                                             "fp64_flops_per_s=1e9)"),
+    },
+}
+R6["ex3-solution"] = {
+    # Review 6: a running MEAN over 21 calls with +-3% bands: a burst of slow calls in the first or last window drags
+    # the level it compares with, so the stretch it keeps is too short or too long.
+    "r6_running_mean": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [sum(rates[i:i + w]) / w for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.97 * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.03 * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+""",
+}
+for _grade_id, _answers in R6.items():
+    WRONG[_grade_id].update(_answers)
+
+def _ex3_window(w: int) -> str:
+    """The model's Ex3 method (a running median, bands of 6 x the call noise / sqrt(w)) over a w-call window."""
+    return _EX3_HEAD + f"""\
+    gpu.matmul(n)
+    gpu.synchronize()
+    rates = []
+    start = gpu.clock()
+    while gpu.clock() - start < duration_s:
+        before = gpu.clock()
+        gpu.matmul(n)
+        gpu.synchronize()
+        rates.append(2 * n**3 / (gpu.clock() - before))
+    w = {w}
+""" + """\
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    noise = statistics.median(abs(b - a) / a for a, b in zip(rates, rates[1:]))
+    tol = 6 * noise / w**0.5
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < (1 - tol) * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > (1 + tol) * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+"""
+
+
+R7: dict[str, dict[str, str]] = {
+    "ex2-solution": {
+        # Review 7 (M1): no_sync read from the device's final state, work still queued when the benchmark returns,
+        # not from the figure. It misses a figure read before the sync and flags a launch queued after the timer.
+        "r7_pending": _EX2_HEAD + _EX2_EXPERIMENT + """\
+    found = set()
+    with SimulatedGPU(simulated_clock=True, **base) as gpu:
+        benchmark(gpu)
+        if gpu.pending > 0:
+            found.add("no_sync")
+    if moves(init_s=50.0):
+        found.add("cold_start")
+    if moves(transfer_bytes_per_s=1e8):
+        found.add("copy_inside")
+    if moves(fp64_flops_per_s=1e9):
+        found.add("float64")
+    return found
+""",
+    },
+    "ex3-solution": {
+        # Review 7 (M2): the model's method over an 11-call window, "an odd window shorter than 20": six slow calls
+        # in a row fill more than half of it, and the level it compares with is dragged down.
+        "r7_window_11": _ex3_window(11),
+    },
+}
+for _grade_id, _answers in R7.items():
+    WRONG[_grade_id].update(_answers)
+
+
 RIGHT: dict[str, dict[str, str]] = {
     # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
     # run by tests/test_timing.py. Review 4 found a correct Ex2 method failing; these keep that class of fault out.
@@ -677,8 +754,8 @@ RIGHT: dict[str, dict[str, str]] = {
     },
     "ex2-solution": {
         # The prompt's base and 100x changes, each speed probed on its own (strictly one setting at a time).
-        "one_speed_at_a_time": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e10) "
-                                            "and not moves(fp64_flops_per_s=1e9)"),
+        "one_speed_at_a_time": _ex2(no_sync="moves(launch_s=0.01) and not moves(flops_per_s=1e6) "
+                                            "and not moves(fp64_flops_per_s=1e5)"),
         # Review 4's alt_other_base, as the pinned prompt allows it: a table of 100x changes from the base, relative
         # changes read as ratios, the float64 result reused for no_sync.
         "table_of_changes": _EX2_HEAD + """\
@@ -693,12 +770,19 @@ RIGHT: dict[str, dict[str, str]] = {
     moved = {name: abs(run({**base, name: value}) / reference - 1) > 0.01 for name, value in changes.items()}
     found = {mistake for name, mistake in [("init_s", "cold_start"), ("transfer_bytes_per_s", "copy_inside"),
                                            ("fp64_flops_per_s", "float64")] if moved[name]}
-    if moved["launch_s"] and not moved["flops_per_s"] and not moved["fp64_flops_per_s"]:
+    slow = {name: abs(run({**base, name: base[name] / 1e6}) / reference - 1) > 0.01
+            for name in ("flops_per_s", "fp64_flops_per_s")}
+    if moved["launch_s"] and not slow["flops_per_s"] and not slow["fp64_flops_per_s"]:
         found.add("no_sync")
     return found
 """,
     },
     "ex3-solution": {
+        # Review 7 (M2): the model's method at both ends of the prompt's window range, about 13-20 calls, and just
+        # past it (the model before review 7 used 21).
+        "window_13": _ex3_window(13),
+        "window_20": _ex3_window(20),
+        "window_21": _ex3_window(21),
         # Review 4: fixed +-3% bands around the ends of a 21-call running median.
         "fixed_bands": _EX3_HEAD + _EX3_SERIES + """\
     rates = [flops / s for _, s in series]

@@ -193,6 +193,26 @@ def test_this_machine_outputs_derives_the_cuda_suffix_when_the_build_has_none(mo
     assert (int(local[2:-1]), int(local[-1])) == tuple(int(part) for part in cuda.split("."))
 
 
+def test_installed_cuda_compat_keeps_installed_packages_only(monkeypatch) -> None:
+    import shutil
+    import subprocess
+
+    from gpucourse import getting_started
+
+    listing = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+               "||/ Name              Version       Architecture Description\n"
+               "+++-=================-=============-============-=====================================\n"
+               "ii  cuda-compat-12-8  570.124.06-1  amd64        CUDA Compatibility Platform\n"
+               "rc  cuda-compat-12-4  550.54.15-1   amd64        CUDA Compatibility Platform\n")
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/dpkg" if name == "dpkg" else None)
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+        command, 0, stdout=listing, stderr=""))
+    assert getting_started.installed_cuda_compat() == (
+        "ii  cuda-compat-12-8  570.124.06-1  amd64        CUDA Compatibility Platform\n")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert getting_started.installed_cuda_compat() == ""
+
+
 def test_nvidia_smi_summary_is_none_when_the_command_fails(monkeypatch) -> None:
     import subprocess
 

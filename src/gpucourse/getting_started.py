@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable
 
 from gpucourse._validate import one_of, positive_int
@@ -525,6 +527,19 @@ def t4_outputs() -> dict:
                         ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
 
 
+def installed_cuda_compat() -> str:
+    """The installed cuda-compat packages as ``dpkg -l`` lists them ('ii' lines only), or '' without dpkg or any."""
+    if shutil.which("dpkg") is None:
+        return ""
+    try:
+        done = subprocess.run(["dpkg", "-l", "cuda-compat-*"], capture_output=True, text=True, timeout=30,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    installed = [line for line in done.stdout.splitlines() if line.startswith("ii ") and "cuda-compat-" in line]
+    return "".join(line + "\n" for line in installed)
+
+
 def this_machine_outputs() -> dict | None:
     """This machine's tool outputs (nvidia-smi, torch), or None without a CUDA GPU and nvidia-smi."""
     from gpucourse.nvml import nvidia_smi_summary
@@ -547,4 +562,5 @@ def this_machine_outputs() -> dict | None:
         # derived here from torch.version.cuda, the CUDA the build was made with, so it reads as a pip wheel's
         version = f"{base}+cu{torch.version.cuda.replace('.', '')}"
     return {"nvidia-smi": smi, "compute_cap": f"{major}.{minor}\n", "torch.__version__": version,
-            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": "", "brand": brand}
+            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": installed_cuda_compat(),
+            "brand": brand}

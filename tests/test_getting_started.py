@@ -97,7 +97,7 @@ def test_tool_outputs_print_what_the_tools_print() -> None:
     h100 = tool_outputs("NVIDIA H100 80GB HBM3", "datacenter", "9.0", "535.261.03", "12.2", "2.9.0+cu130",
                         ["sm_90"], compat="13.0", date="2026-07-01")
     assert h100["cuda-compat"].startswith("ii  cuda-compat-13-0  580.65.06-1")
-    assert nvidia_smi_header("x", "1.2.3", "12.0", "2026-07-01").startswith("Wed Jul 01")
+    assert nvidia_smi_header("x", "1.2.3", "12.0", "2026-07-01").startswith("Wed Jul  1 ")
     assert FIRST_CUDA[(12, 0)] == (12, 8) and FIRST_CUDA[(9, 0)] == (11, 8)
     with pytest.raises(ValueError, match="brand"):
         tool_outputs("x", "laptop", "8.6", "550.54.15", "12.4", "2.4.1+cu124", [])
@@ -178,6 +178,43 @@ def test_this_machine_outputs_gives_plain_nvidia_smi_on_a_gpu(monkeypatch) -> No
         "torch.cuda.get_arch_list()"]
 
 
+@pytest.mark.parametrize(("version", "cuda", "expected"), [
+    ("2.5.1", "12.4", "2.5.1+cu124"),                                  # conda-forge: no local suffix
+    ("2.6.0a0+ecf3bae40a.nv25.01", "12.8", "2.6.0a0+cu128"),           # NVIDIA's NGC container
+    ("2.8.0+cu126", "12.6", "2.8.0+cu126"),                            # pip's wheel: kept as it is
+    ("2.9.0+cu130", "13.0", "2.9.0+cu130")])
+def test_this_machine_outputs_derives_the_cuda_suffix_when_the_build_has_none(monkeypatch, version: str, cuda: str,
+                                                                              expected: str) -> None:
+    from gpucourse.getting_started import this_machine_outputs
+
+    _fake_h100(monkeypatch)
+    monkeypatch.setattr(torch, "__version__", version)
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    local = this_machine_outputs()["torch.__version__"].partition("+")[2]
+    assert this_machine_outputs()["torch.__version__"] == expected
+    assert (int(local[2:-1]), int(local[-1])) == tuple(int(part) for part in cuda.split("."))
+
+
+def test_installed_cuda_compat_keeps_installed_packages_only(monkeypatch) -> None:
+    import shutil
+    import subprocess
+
+    from gpucourse import getting_started
+
+    listing = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+               "||/ Name              Version       Architecture Description\n"
+               "+++-=================-=============-============-=====================================\n"
+               "ii  cuda-compat-12-8  570.124.06-1  amd64        CUDA Compatibility Platform\n"
+               "rc  cuda-compat-12-4  550.54.15-1   amd64        CUDA Compatibility Platform\n")
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/dpkg" if name == "dpkg" else None)
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(
+        command, 0, stdout=listing, stderr=""))
+    assert getting_started.installed_cuda_compat() == (
+        "ii  cuda-compat-12-8  570.124.06-1  amd64        CUDA Compatibility Platform\n")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert getting_started.installed_cuda_compat() == ""
+
+
 def test_nvidia_smi_summary_is_none_when_the_command_fails(monkeypatch) -> None:
     import subprocess
 
@@ -192,11 +229,16 @@ def test_nvidia_smi_summary_is_none_when_the_command_fails(monkeypatch) -> None:
 
 
 def test_the_fake_nvidia_smi_pads_its_date_line_as_the_tool_does() -> None:
-    from gpucourse.getting_started import nvidia_smi_header
+    from gpucourse.getting_started import clock_tools, nvidia_smi_header
 
     first = nvidia_smi_header("Tesla T4", "550.54.15", "12.4").splitlines()[0]
     assert first != first.rstrip() and first.rstrip() == H100_SMI.splitlines()[0].rstrip().replace(
         "Sat Nov 28 00:48:38", "Fri Nov 27 09:41:07")
+    # a one-digit day is padded with a space, as the real tool prints 'Sat Mar  4 17:10:27 2023'
+    assert nvidia_smi_header("Tesla T4", "550.54.15", "12.4", "2026-03-01").splitlines()[0].rstrip() == (
+        "Sun Mar  1 09:41:07 2026")
+    assert "Timestamp                                 : Wed Mar  4 09:41:07 2026" in clock_tools(
+        "Tesla T4", "7.5", 40, 64, 1590, 1605, 1620, 1590, 1590, 585, date="2026-03-04")["nvidia-smi -q"]
 
 
 def test_simulated_matmul_gpu_runs_at_its_rate_and_queues() -> None:

@@ -8,6 +8,10 @@ and what the tools print about a machine's driver and wheel (:func:`tool_outputs
 from __future__ import annotations
 
 import contextlib
+import datetime
+import re
+import shutil
+import subprocess
 from collections.abc import Iterable
 
 from gpucourse._validate import one_of, positive_int
@@ -322,8 +326,6 @@ def clock_tools(name: str, compute_capability: str, sms: int, cores_per_sm: int,
     """What ``deviceQuery`` and ``nvidia-smi -q -d CLOCK,PERFORMANCE`` print about a GPU under load (clocks in MHz):
     its rated boost clock (deviceQuery's *GPU Max Clock rate*), NVML's maximum SM and graphics clocks, the current
     SM clock, the applications clocks, and whether the power cap holds the clock down."""
-    import datetime
-
     major, _, minor = compute_capability.partition(".")
     sms, cores_per_sm = positive_int("sms", sms), positive_int("cores_per_sm", cores_per_sm)
     nbytes = int(memory_gib * 2**30)
@@ -332,7 +334,7 @@ def clock_tools(name: str, compute_capability: str, sms: int, cores_per_sm: int,
                                  total=sms * cores_per_sm, rated=rated, ghz=rated / 1000, memory=memory, bus=256,
                                  l2=4 * 2**20)
     stamp = datetime.datetime.strptime(date, "%Y-%m-%d").replace(hour=9, minute=41, second=7)
-    smi = _SMI_Q.format(stamp=stamp.strftime("%a %b %d %H:%M:%S %Y"), driver=driver, cuda=cuda,
+    smi = _SMI_Q.format(stamp=_smi_date(stamp), driver=driver, cuda=cuda,
                         power_cap="Active" if power_capped else "Not Active", now_graphics=current_sm,
                         now_sm=current_sm, memory=memory, video=current_sm * 0.9, app=app, default_app=default_app,
                         max_graphics=max_graphics, max_sm=max_sm, video_max=max_sm * 0.92)
@@ -450,8 +452,6 @@ def machine_report(index: int = 0) -> dict | None:
         return None
     if not torch.cuda.is_available():
         return None
-    import datetime
-
     from gpucourse.nvml import driver_versions
 
     props = torch.cuda.get_device_properties(index)
@@ -489,12 +489,15 @@ _SMI = """{date}
 """
 
 
+def _smi_date(stamp: datetime.datetime) -> str:
+    """A time as nvidia-smi prints it: a one-digit day padded with a space, as C's asctime does ('Sun Mar  1 ...')."""
+    return f"{stamp:%a %b} {stamp.day:2d} {stamp:%H:%M:%S %Y}"
+
+
 def nvidia_smi_header(name: str, driver: str, cuda: str, date: str = "2026-11-27") -> str:
     """The top of ``nvidia-smi``'s output as a machine prints it: the time, the driver and its CUDA version, a GPU."""
-    import datetime
-
     stamp = datetime.datetime.strptime(date, "%Y-%m-%d").replace(hour=9, minute=41, second=7)
-    return _SMI.format(date=stamp.strftime("%a %b %d %H:%M:%S %Y"), driver=driver, cuda=cuda, name=name[:28])
+    return _SMI.format(date=_smi_date(stamp), driver=driver, cuda=cuda, name=name[:28])
 
 
 def tool_outputs(name: str, brand: str, compute_capability: str, driver: str, driver_cuda: str, torch_version: str,
@@ -524,6 +527,19 @@ def t4_outputs() -> dict:
                         ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
 
 
+def installed_cuda_compat() -> str:
+    """The installed cuda-compat packages as ``dpkg -l`` lists them ('ii' lines only), or '' without dpkg or any."""
+    if shutil.which("dpkg") is None:
+        return ""
+    try:
+        done = subprocess.run(["dpkg", "-l", "cuda-compat-*"], capture_output=True, text=True, timeout=30,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    installed = [line for line in done.stdout.splitlines() if line.startswith("ii ") and "cuda-compat-" in line]
+    return "".join(line + "\n" for line in installed)
+
+
 def this_machine_outputs() -> dict | None:
     """This machine's tool outputs (nvidia-smi, torch), or None without a CUDA GPU and nvidia-smi."""
     from gpucourse.nvml import nvidia_smi_summary
@@ -539,5 +555,12 @@ def this_machine_outputs() -> dict | None:
     lower = torch.cuda.get_device_name(0).lower()
     brand = "geforce" if "geforce" in lower else (
         "workstation" if ("rtx" in lower or "quadro" in lower) and "server" not in lower else "datacenter")
-    return {"nvidia-smi": smi, "compute_cap": f"{major}.{minor}\n", "torch.__version__": torch.__version__,
-            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": "", "brand": brand}
+    version = torch.__version__
+    base, _, local = version.partition("+")
+    if not re.fullmatch(r"cu\d+|cpu", local) and torch.version.cuda:
+        # conda ("2.5.1") and NVIDIA's NGC builds ("2.6.0a0+ecf3bae40a.nv25.01") lack pip's +cuXYZ suffix:
+        # derived here from torch.version.cuda, the CUDA the build was made with, so it reads as a pip wheel's
+        version = f"{base}+cu{torch.version.cuda.replace('.', '')}"
+    return {"nvidia-smi": smi, "compute_cap": f"{major}.{minor}\n", "torch.__version__": version,
+            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": installed_cuda_compat(),
+            "brand": brand}

@@ -408,4 +408,17 @@ WRONG["ex3-solution"].update({
         "    for _ in range(0):                                          # warmed up above"),
 })
 
+# ---- reviewer 00_r9's wrong answers that passed ----
+WRONG["ex2-solution"].update({
+    # cuda-compat accepted only when it equals the wheel's CUDA (a cuda-compat-12-8 covers a cu126 wheel too)
+    "r9_compat_exact": _EX2 + _replaced(_DIAG_RIGHT, "int(found.group(2))) >= build", "int(found.group(2))) == build"),
+    # the date line split on single spaces: nvidia-smi pads a one-digit day with a space ('Sun Mar  1 ...')
+    "r9_split_space": _EX2 + _replaced(
+        _DIAG_RIGHT, '(smi.strip().splitlines()[0].strip(), "%a %b %d %H:%M:%S %Y")',
+        '(" ".join(smi.strip().splitlines()[0].strip().split(" ")[i] for i in (1, 4)), "%b %Y")'),
+})
+# the "no sync" ceiling read from Max Clocks' Graphics line, not its SM line
+WRONG["ex3-solution"]["r9_graphics_ceiling"] = _EX3 + _replaced(
+    _PEAK_RIGHT, r'max_sm = float(re.search(r"SM\s*:', r'max_sm = float(re.search(r"Graphics\s*:')
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

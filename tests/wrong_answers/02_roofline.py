@@ -496,3 +496,27 @@ WRONG["ex1-solution"].update({
         "tree_leaves(args) + [k for k in tree_leaves(kwargs) if not any(k is w for w in written)]",
         "tree_leaves((args, kwargs))") + _E1_TIMED),
 })
+
+# ---- review r6's wrong answers (each was caught; kept so that it stays caught)
+_R6_E1_FUSED_BY_MODE = (_E1 + "    COUNT_VIEWS, SIZE = False, None\n"
+                        + _E1_PARTS.replace('''    moved = {"unfused": counter.total, "fused": nbytes(inputs, SIZE) + nbytes(outputs, SIZE)}
+''', '''    fused_fn = fuse(chain)
+    with CountBytes() as fused_counter:  # the fused bytes counted by watching the fused call
+        fused_fn(*inputs)
+    moved = {"unfused": counter.total, "fused": fused_counter.total}
+''') + _E1_TIMED.replace('"fused": fuse(chain)', '"fused": fused_fn'))
+assert "fused_counter" in _R6_E1_FUSED_BY_MODE and "fuse(chain)}" not in _R6_E1_FUSED_BY_MODE
+WRONG["ex1-solution"].update({
+    # "half the saving" read as half the speed-up: fused if u/f >= 0.5 x the byte ratio
+    "r7_half_the_speedup": _placed(_CORRECT_V1, decision="u['measured_s'] / f['measured_s'] >= "
+                                                         "0.5 * u['bytes'] / f['bytes']"),
+    "r7_fused_counted_by_mode": _placed(_R6_E1_FUSED_BY_MODE),
+})
+WRONG["ex2-solution"].update({
+    # the roofline floor at 4 x batch from 4 x the counts at batch (the weights counted 4 times)
+    "r7_floor_counts_times_4": _diagnose(predict="max(t1 + 3 * (t2 - t1), 4 * flops / peak_flops, "
+                                                 "4 * nbytes_moved / bandwidth) / (4 * batch)"),
+    "r7_marginal_only": _diagnose(predict="(t2 - t1) / batch"),  # the fixed cost per call forgotten
+    "r7_batch_if_has_params": _diagnose(  # "bigger batch" for any layer with weights
+        batch_pays="any(True for _ in dict(model.named_children())[name].parameters())"),
+})

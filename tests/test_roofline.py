@@ -385,3 +385,73 @@ def test_roof_rejects_bad_figures_naming_them(args, error, argname):
 def test_roofline_point_rejects_bad_figures_naming_them(args, error, argname):
     with pytest.raises(error, match=rf"^{argname}\b"):
         RooflinePoint(*args)
+
+
+# ---- SimulatedLayerDevice: lesson 02, Exercise 2's simulated GPU
+def _layer_device(max_n: int = 4):
+    import torch
+    from torch import nn
+
+    from gpucourse.roofline import SimulatedLayerDevice
+
+    device = SimulatedLayerDevice(seed=1, max_n=max_n)
+    model, make_input = device.build([("up", nn.Linear(8, 16)), ("act", nn.ReLU())], (3, 8), torch.float32,
+                                     lambda name, n: 0.001 * n if name == "up" else 0.0005)
+    return device, model, make_input
+
+
+def test_layer_device_queues_until_sync():
+    device, model, make_input = _layer_device()
+    x = make_input(2)
+    assert x.device.type == "meta" and tuple(x.shape) == (2, 3, 8)
+    start = device.clock()
+    y = model(x)
+    assert tuple(y.shape) == (2, 3, 16) and y.device.type == "meta"
+    assert device.clock() == start and device.queued_s > 0.0025  # first calls: 2 ms + 0.5 ms + 4 ms each, noisy
+    device.sync()
+    assert device.queued_s == 0.0 and device.clock() > start + 0.008
+
+
+def test_layer_device_steady_calls_and_slow_fifth():
+    device, model, make_input = _layer_device()
+    x, times = make_input(1), []
+    for _ in range(10):
+        before = device.clock()
+        model.up(x)
+        device.sync()
+        times.append(device.clock() - before)
+    assert times[0] > 0.004  # the first call
+    assert 0.0008 < np.median(times) < 0.0012  # 1 ms a call, 4% noise
+    assert times[3] > 0.0025 and times[8] > 0.0025  # index 3 mod 5: twice its time plus 1 ms
+
+
+def test_layer_device_out_of_memory_unless_watched():
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    device, model, make_input = _layer_device(max_n=4)
+    with pytest.raises(torch.OutOfMemoryError, match="does not fit"):
+        model(make_input(8))
+    with Watch():
+        assert tuple(model(make_input(8)).shape) == (8, 3, 16)
+
+
+def test_layer_device_refuses_bad_input():
+    import torch
+    from torch import nn
+
+    from gpucourse.roofline import SimulatedLayerDevice
+
+    with pytest.raises(ValueError, match="max_n"):
+        SimulatedLayerDevice(seed=0, max_n=0)
+    with pytest.raises(ValueError, match="seed"):
+        SimulatedLayerDevice(seed=-1, max_n=2)
+    device = SimulatedLayerDevice(seed=0, max_n=2)
+    with pytest.raises(TypeError, match="layers"):
+        device.build([("a", "not a module")], (4,), torch.float32, lambda name, n: 0.001)
+    with pytest.raises(TypeError, match="seconds"):
+        device.build([("a", nn.ReLU())], (4,), torch.float32, 0.001)

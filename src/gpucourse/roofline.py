@@ -185,3 +185,73 @@ def plot_roofline(roofs: Iterable[Roof], points: Iterable[RooflinePoint] = (), a
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return ax
+
+
+class SimulatedLayerDevice:
+    """A simulated GPU on which to profile layers (lesson 02, Exercise 2's grader).
+
+    A layer built by :meth:`build` returns from a call at once and queues the seconds ``seconds(name, n)`` gives
+    for a batch of n, times 4% log-normal noise; its first call queues 4 ms more, and every fifth (index 3 mod 5)
+    twice its time plus 1 ms. :meth:`sync` waits the queue out, advancing :meth:`clock`. Tensors live on PyTorch's
+    ``meta`` device (shapes, no data), and a call on more than ``max_n`` samples raises ``torch.OutOfMemoryError``,
+    except under a dispatch mode (a counter watching the layer's real operations).
+    """
+
+    def __init__(self, seed: int, max_n: int) -> None:
+        import random
+
+        seed = non_negative_int("seed", seed)
+        self.rng, self.queued_s, self.now_s, self.calls = random.Random(seed), 0.0, 1000.0 * seed, {}
+        self.max_n = positive_int("max_n", max_n)  # the most samples a call fits in this device's memory
+
+    def sync(self) -> None:
+        """Wait until every queued call has run: the clock advances by the queued seconds."""
+        self.now_s, self.queued_s = self.now_s + self.queued_s, 0.0
+
+    def clock(self) -> float:
+        """The device's time in seconds (it advances only when sync() waits)."""
+        return self.now_s
+
+    def build(self, layers: list, features: tuple, dtype, seconds):
+        """(model, make_input): `layers`, (name, module) pairs, as an nn.Sequential whose calls queue here."""
+        import math
+        from collections import OrderedDict
+
+        import torch
+        from torch import nn
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        layers = list_of("layers", layers, tuple, non_empty=True)
+        if not all(len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], nn.Module) for pair in layers):
+            raise TypeError("layers must be (name, nn.Module) pairs")
+        if not callable(seconds):
+            raise TypeError(f"seconds must be a function (name, n) -> seconds, got {type(seconds).__name__}")
+        features = tuple(positive_int("features", size) for size in features)
+        device = self
+
+        def make_input(n: int) -> torch.Tensor:
+            return torch.empty((positive_int("n", n), *features), device="meta", dtype=dtype)
+
+        class Layer(nn.Module):
+            """A layer on the simulated device: its real operations run (on meta tensors) only when a dispatch mode
+            watches or a shape is new; otherwise the call queues its time and returns an output of the right shape."""
+
+            def __init__(self, name: str, inner: nn.Module) -> None:
+                super().__init__()
+                self.name, self.inner, self.shapes = name, inner.to(device="meta", dtype=dtype), {}
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if x.shape[0] > device.max_n and _get_current_dispatch_mode() is None:
+                    raise torch.OutOfMemoryError(f"simulated device: a call on {x.shape[0]} samples does not fit "
+                                                 f"(at most {device.max_n}); predict it from smaller batches")
+                index = device.calls[self.name] = device.calls.get(self.name, -1) + 1
+                base = seconds(self.name, x.shape[0]) * math.exp(device.rng.gauss(0.0, 0.04))
+                device.queued_s += base + (0.004 if index == 0 else base + 0.001 if index % 5 == 3 else 0.0)
+                if _get_current_dispatch_mode() is not None or x.shape not in self.shapes:
+                    y = self.inner(x)
+                    self.shapes[x.shape] = y.shape
+                    return y
+                return torch.empty(self.shapes[x.shape], device="meta", dtype=dtype)
+
+        model = nn.Sequential(OrderedDict((name, Layer(name, layer)) for name, layer in layers))
+        return model, make_input

@@ -20,18 +20,24 @@ _PLACE = '''
 
 def fusion_report(chain, inputs: tuple, flops: float, peak_flops: float, bandwidth: float, fuse=fuse,
                   sync=sync_for(DEVICE)) -> dict[str, dict[str, float]]:
-    """The v2 answer above, placed on the roofline correctly (so only its own mistake remains)."""
+    """The v2 answer above, placed on the roofline and judged correctly (so only its own mistake remains)."""
     report = _fusion_v1(chain, inputs, bandwidth, fuse, sync)
     for entry in report.values():
         entry.update(intensity=flops / entry["bytes"], flops_per_s=flops / entry["measured_s"],
                      bound_s=BOUND)
+    u, f = report["unfused"], report["fused"]
+    promised = u["measured_s"] * f["bytes"] / u["bytes"]
+    f["really_fused"] = bool(DECISION)
     return report
 '''
+_DECIDED = "u['measured_s'] - f['measured_s'] >= (u['measured_s'] - promised) / 2"
 
 
-def _placed(answer: str, bound: str = "max(flops / peak_flops, entry['bytes'] / bandwidth)") -> str:
-    """A v2 answer (`_E1` + body) wrapped into today's fusion_report; `bound` is its bound_s expression."""
-    return answer + _PLACE.replace("BOUND", bound)
+def _placed(answer: str, bound: str = "max(flops / peak_flops, entry['bytes'] / bandwidth)",
+            decision: str = _DECIDED) -> str:
+    """A v2 answer (`_E1` + body) wrapped into today's fusion_report; `bound` is its bound_s expression and
+    `decision` its really_fused expression."""
+    return answer + _PLACE.replace("BOUND", bound).replace("DECISION", decision)
 # a correct byte counter with a switch for the planted mistakes, and a timing loop
 _E1_PARTS = '''\
     from torch.utils._pytree import tree_leaves
@@ -46,7 +52,9 @@ _E1_PARTS = '''\
             kwargs = kwargs or {}
             result = func(*args, **kwargs)
             if COUNT_VIEWS or not (func.is_view or func is torch.ops.aten._unsafe_view.default):
-                self.total += nbytes((args, kwargs), SIZE) + nbytes(result, SIZE)
+                written = tree_leaves(result)  # an out= buffer is returned: written, not read
+                read = tree_leaves(args) + [k for k in tree_leaves(kwargs) if not any(k is w for w in written)]
+                self.total += nbytes(read, SIZE) + nbytes(written, SIZE)
             return result
 
     with CountBytes() as counter:
@@ -127,7 +135,7 @@ WRONG: dict[str, dict[str, str]] = {
         "constant": _E1_NEW + '''    return {"unfused": {"bytes": 590_848, "intensity": flops / 590_848, "flops_per_s": flops / 0.004,
                         "bound_s": 590_848 / bandwidth, "measured_s": 0.004},
             "fused": {"bytes": 197_632, "intensity": flops / 197_632, "flops_per_s": flops / 0.0015,
-                      "bound_s": 197_632 / bandwidth, "measured_s": 0.0015}}
+                      "bound_s": 197_632 / bandwidth, "measured_s": 0.0015, "really_fused": True}}
 ''',
         # the course's lesson-11 recorder: elements of new outputs and 'work', not bytes read and written
         "helper": _E1 + '''    from gpucourse.attention import OpRecorder
@@ -397,7 +405,8 @@ WRONG["ex1-solution"].update({
 
 # ---- review r3's wrong answers that the stated rules now make wrong (each must be caught)
 WRONG["ex1-solution"]["r3_kwargs_not_counted"] = (  # tensor keyword arguments (out=) left out
-    _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS.replace("nbytes((args, kwargs), SIZE)", "nbytes(args, SIZE)")
+    _E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS.replace("tree_leaves(args) + [k for k in tree_leaves(kwargs) if not any(k is w for w in written)]",
+                                                                 "tree_leaves(args)")
     + _E1_TIMED)
 WRONG["ex2-solution"].update({
     "r3_overhead_10x_with_batch_test": _diagnose(overhead="fixed and t1 > 10 * max(compute_s, memory_s)"),
@@ -413,9 +422,9 @@ WRONG["ex1-solution"].update({
     "bound_memory_only": _placed(_CORRECT_V1, "entry['bytes'] / bandwidth"),  # as if every chain were memory-bound
     "bound_sum": _placed(_CORRECT_V1, "flops / peak_flops + entry['bytes'] / bandwidth"),
     "flops_per_s_of_the_roof": _CORRECT_V1 + _PLACE.replace("BOUND", "max(flops / peak_flops, entry['bytes'] / bandwidth)")
-    .replace('flops_per_s=flops / entry["measured_s"]', 'flops_per_s=min(peak_flops, bandwidth * flops / entry["bytes"])'),
+    .replace("DECISION", _DECIDED).replace('flops_per_s=flops / entry["measured_s"]', 'flops_per_s=min(peak_flops, bandwidth * flops / entry["bytes"])'),
     "intensity_bytes_over_flops": _CORRECT_V1 + _PLACE.replace("BOUND", "max(flops / peak_flops, entry['bytes'] / bandwidth)")
-    .replace('intensity=flops / entry["bytes"]', 'intensity=entry["bytes"] / flops'),
+    .replace("DECISION", _DECIDED).replace('intensity=flops / entry["bytes"]', 'intensity=entry["bytes"] / flops'),
 })
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
 # ---- review r4 (02c) wrong answers
@@ -473,3 +482,41 @@ WRONG["ex2-solution"].update({
     "r5_weights_any_share": _diagnose(batch_pays="2 * counts[name, batch][1] - counts[name, 2 * batch][1] > 0"),
 })
 assert "elif fixed:" in WRONG["ex2-solution"]["r5_text_literal_rule"]
+
+# ---- review r5, item "make Ex1 a decision": report["fused"]["really_fused"] judged from the measurement
+WRONG["ex1-solution"].update({
+    "r6_always_fused": _placed(_CORRECT_V1, decision="True"),
+    "r6_faster_means_fused": _placed(_CORRECT_V1, decision="f['measured_s'] < u['measured_s']"),  # any noise passes
+    "r6_fused_from_bytes": _placed(_CORRECT_V1, decision="f['bytes'] < u['bytes']"),  # no measurement
+    "r6_ten_percent_faster": _placed(_CORRECT_V1, decision="f['measured_s'] < 0.9 * u['measured_s']"),
+    "r6_within_20pc_of_promise": _placed(_CORRECT_V1, decision="f['measured_s'] <= 1.2 * promised"),  # too strict
+    "r6_fused_near_its_bound": _placed(_CORRECT_V1, decision="f['measured_s'] < 3 * f['bound_s']"),  # the roof, not the eager run
+    # minor 4's old convention: an out= buffer counted as read as well as written
+    "r6_out_buffer_read": _placed(_E1 + "    COUNT_VIEWS, SIZE = False, None\n" + _E1_PARTS.replace(
+        "tree_leaves(args) + [k for k in tree_leaves(kwargs) if not any(k is w for w in written)]",
+        "tree_leaves((args, kwargs))") + _E1_TIMED),
+})
+
+# ---- review r6's wrong answers (each was caught; kept so that it stays caught)
+_R6_E1_FUSED_BY_MODE = (_E1 + "    COUNT_VIEWS, SIZE = False, None\n"
+                        + _E1_PARTS.replace('''    moved = {"unfused": counter.total, "fused": nbytes(inputs, SIZE) + nbytes(outputs, SIZE)}
+''', '''    fused_fn = fuse(chain)
+    with CountBytes() as fused_counter:  # the fused bytes counted by watching the fused call
+        fused_fn(*inputs)
+    moved = {"unfused": counter.total, "fused": fused_counter.total}
+''') + _E1_TIMED.replace('"fused": fuse(chain)', '"fused": fused_fn'))
+assert "fused_counter" in _R6_E1_FUSED_BY_MODE and "fuse(chain)}" not in _R6_E1_FUSED_BY_MODE
+WRONG["ex1-solution"].update({
+    # "half the saving" read as half the speed-up: fused if u/f >= 0.5 x the byte ratio
+    "r7_half_the_speedup": _placed(_CORRECT_V1, decision="u['measured_s'] / f['measured_s'] >= "
+                                                         "0.5 * u['bytes'] / f['bytes']"),
+    "r7_fused_counted_by_mode": _placed(_R6_E1_FUSED_BY_MODE),
+})
+WRONG["ex2-solution"].update({
+    # the roofline floor at 4 x batch from 4 x the counts at batch (the weights counted 4 times)
+    "r7_floor_counts_times_4": _diagnose(predict="max(t1 + 3 * (t2 - t1), 4 * flops / peak_flops, "
+                                                 "4 * nbytes_moved / bandwidth) / (4 * batch)"),
+    "r7_marginal_only": _diagnose(predict="(t2 - t1) / batch"),  # the fixed cost per call forgotten
+    "r7_batch_if_has_params": _diagnose(  # "bigger batch" for any layer with weights
+        batch_pays="any(True for _ in dict(model.named_children())[name].parameters())"),
+})

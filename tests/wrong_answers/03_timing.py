@@ -729,6 +729,17 @@ R7: dict[str, dict[str, str]] = {
         # Review 7 (M2): the model's method over an 11-call window, "an odd window shorter than 20": six slow calls
         # in a row fill more than half of it, and the level it compares with is dragged down.
         "r7_window_11": _ex3_window(11),
+        # Review 8 (m1): fixed +-5% bands (the prompt's smallest drop) around a 21-call running median: a 5% fall
+        # hides inside them, so the settled stretch starts too early.
+        "r8_bands_5pct": _EX3_HEAD + _EX3_SERIES + """\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.95 * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.05 * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+""",
     },
 }
 for _grade_id, _answers in R7.items():

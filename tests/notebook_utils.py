@@ -137,6 +137,30 @@ def wrong_answers(lesson: str) -> dict[str, str]:
 QUIET_CALLS = {"check", "check_raises", "print"}
 
 
+def failure_of_test_cell(lesson: str, grade_id: str, answer: str) -> str | None:
+    """Run ``lesson``'s test cell for the solution ``grade_id`` on ``answer`` (a solution cell's source), in this
+    process after the lesson's imports cell; None if it passes, else the failed check's message."""
+    import contextlib
+    import io
+
+    from gpucourse import checks
+
+    cells = load(solution_path(lesson))["cells"]
+    names: dict = {}
+    exec(next(source(c) for c in cells if "# Lesson imports" in source(c)), names)
+    exec(answer, names)
+    guards_before = list(checks._ACTIVE_GUARDS)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(source(cell_by_grade_id({"cells": cells}, grade_id.replace("-solution", "-tests"))), names)
+    except AssertionError as failure:  # the referee's CheckFailed (its own copy of checks.py) is one
+        return str(failure)
+    finally:  # outside IPython no cell end restores the test cell's off-limits helpers: restore them here
+        for guard in [g for g in checks._ACTIVE_GUARDS if g not in guards_before]:
+            guard.restore()
+    return None
+
+
 def ends_in_bare_expression(code: str) -> bool:
     """True if the last statement could show a value (nbgrader reads a number there as partial credit)."""
     tree = ast.parse(code)

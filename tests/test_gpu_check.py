@@ -107,6 +107,15 @@ def test_without_pytest_the_pytest_step_is_listed_as_not_run(monkeypatch):
     assert (step.status, step.summary) == ("NOT RUN", "pytest is not installed here")
 
 
+def test_without_nbval_the_pytest_step_is_not_run_and_says_how_to_carry_it(monkeypatch):
+    """The tests' conftest loads nbval: without it pytest fails before collecting (seen on an H100, 2026-11-28)."""
+    real_find_spec = gpu_check.importlib.util.find_spec
+    monkeypatch.setattr(gpu_check.importlib.util, "find_spec",
+                        lambda name: None if name == "nbval" else real_find_spec(name))
+    step = gpu_check.step_pytest(gpu_check.parse([]), 60)
+    assert step.status == "NOT RUN" and "nbval is not installed" in step.summary and "wheels" in step.summary
+
+
 def test_gpu_test_files_are_the_ones_with_gpu_marks():
     files = gpu_check.gpu_test_files()
     assert "tests/test_gpu.py" in files and "tests/test_reference.py" not in files
@@ -140,7 +149,7 @@ def test_a_spent_time_budget_lists_the_steps_not_started(tmp_path):
 def test_the_wheel_list_carries_the_jupyter_stack_but_not_what_the_gpu_image_has():
     pytest.importorskip("nbclient")
     names = {line.split("==")[0] for line in gpu_check.wheel_list()}
-    assert {"nbclient", "nbformat", "ipykernel", "jupyter-client", "pyzmq", "ipython"} <= names
+    assert {"nbclient", "nbformat", "ipykernel", "jupyter-client", "pyzmq", "ipython", "nbval"} <= names
     assert not names & {"numpy", "torch", "pytest", "psutil"}
 
 

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from notebook_utils import failure_of_test_cell
+
 from gpucourse.timing import BenchmarkResult, benchmark, flops_per_second, plausibility, sync_for
 
 PROPERTY = settings(deadline=None, max_examples=50, derandomize=True, database=None)
@@ -564,32 +566,6 @@ def test_benchmark_reads_the_clock_it_is_given():
         benchmark(lambda: None, clock=3)
 
 
-def _lesson_03_tests_pass(grade_id: str, answer: str) -> str | None:
-    """Run lesson 03's test cell of `grade_id` on `answer` (a solution cell's source); None if it passes, else why."""
-    import contextlib
-    import io
-    import json
-    from pathlib import Path
-
-    from gpucourse import checks
-
-    cells = json.loads((Path(__file__).parents[1] / "solutions/03_timing/03_timing.ipynb").read_text())["cells"]
-    by_id = {c["metadata"].get("nbgrader", {}).get("grade_id", ""): "".join(c["source"]) for c in cells}
-    names: dict = {}
-    exec(next("".join(c["source"]) for c in cells if "# Lesson imports" in "".join(c["source"])), names)
-    exec(answer, names)
-    guards_before = list(checks._ACTIVE_GUARDS)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(by_id[grade_id.replace("-solution", "-tests")], names)
-    except AssertionError as failure:  # the referee's CheckFailed (its own copy of checks.py) is one
-        return str(failure)
-    finally:  # outside IPython no cell end restores the test cell's off-limits helpers: restore them here
-        for guard in [g for g in checks._ACTIVE_GUARDS if g not in guards_before]:
-            guard.restore()
-    return None
-
-
 def _lesson_03_right_answers() -> list[tuple[str, str, str]]:
     """(grade_id, name, source) of every correct alternative in tests/wrong_answers/03_timing.py's RIGHT."""
     import importlib.util
@@ -606,4 +582,4 @@ def _lesson_03_right_answers() -> list[tuple[str, str, str]]:
                          ids=[f"{g}-{n}" for g, n, _ in _lesson_03_right_answers()])
 def test_lesson_03_correct_alternatives_pass(grade_id: str, name: str, source: str) -> None:
     """Review 4: correct answers other than the model answer pass lesson 03's tests, visible and hidden."""
-    assert _lesson_03_tests_pass(grade_id, source) is None, f"{name} failed {grade_id}"
+    assert failure_of_test_cell("03_timing", grade_id, source) is None, f"{name} failed {grade_id}"

@@ -39,7 +39,11 @@ SUSTAINED_S = 30.0
 """Length of the sustained-load loop on a CUDA GPU (without one the loop runs its brief CPU default)."""
 
 JUPYTER_STACK = ("nbclient", "nbformat", "ipykernel")
-"""What the notebook runner needs on top of the GPU machine's image; `wheels` fetches it with its dependencies."""
+"""What the notebook runner needs on top of the GPU machine's image."""
+
+CARRIED = (*JUPYTER_STACK, "nbval")
+"""What `wheels` fetches, with its dependencies: the notebook runner's stack, and nbval, which the tests' conftest
+loads (tests/lesson_notebooks.py) before `pytest -m gpu` can collect anything."""
 
 ON_THE_GPU_IMAGE = {
     "attrs", "certifi", "charset-normalizer", "idna", "jinja2", "markupsafe", "packaging", "pip",
@@ -450,6 +454,9 @@ def step_pytest(options: argparse.Namespace, timeout_s: float) -> StepResult:
     """`pytest -m gpu` over the files with GPU tests (pyproject's nbval options dropped: nbval may be absent)."""
     if importlib.util.find_spec("pytest") is None:
         return StepResult("pytest", "NOT RUN", 0.0, "pytest is not installed here")
+    if importlib.util.find_spec("nbval") is None:
+        return StepResult("pytest", "NOT RUN", 0.0, "nbval is not installed here (the tests' conftest loads it): "
+                                                    "carry it as wheels, `python tools/gpu_check.py wheels`")
 
     def summarise(done) -> str:
         tail = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", line)]
@@ -639,7 +646,7 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def wheel_list(roots: tuple[str, ...] = JUPYTER_STACK) -> list[str]:
+def wheel_list(roots: tuple[str, ...] = CARRIED) -> list[str]:
     """NAME==VERSION of ``roots`` and everything they need, at the versions installed here, less the GPU image's."""
     import importlib.metadata
 

@@ -148,7 +148,11 @@ def failure_of_test_cell(lesson: str, grade_id: str, answer: str) -> str | None:
     cells = load(solution_path(lesson))["cells"]
     names: dict = {}
     exec(next(source(c) for c in cells if "# Lesson imports" in source(c)), names)
-    exec(answer, names)
+    import linecache
+
+    filename = f"<answer {grade_id}>"  # registered as IPython registers a cell, so inspect.getsource reads it
+    linecache.cache[filename] = (len(answer), None, answer.splitlines(keepends=True), filename)
+    exec(compile(answer, filename, "exec"), names)
     guards_before = list(checks._ACTIVE_GUARDS)
     try:
         with contextlib.redirect_stdout(io.StringIO()):

@@ -160,3 +160,60 @@ def test_a_function_without_source_raises_value_error():
     exec("def k(x):\n    return x\n", namespace)  # no file, no linecache entry
     with pytest.raises(ValueError, match="cannot read the source"):
         float64_accumulators(namespace["k"])
+
+
+# Review 7: an int multiplier. A local assigned only ints (m = 1 if inside else 0), an if/else of two ints, or a
+# product of comparisons (bool * bool is int64 in Numba), times an array element, is float32 * int64: float64. A plain
+# bool (x * inside) stays float32, and so do int counters and indices. Each case is checked against Numba's own types.
+_CLAMP = "def k(image, weights, rows, cols, i, j):\n    total = np.float32(0.0)\n    for a in range(3):\n" \
+         "        for b in range(3):\n            r, c = i + a - 1, j + b - 1\n" \
+         "            rr, cc = min(max(r, 0), rows - 1), min(max(c, 0), cols - 1)\n"
+_COMBINE = "def k(partial, j, first, stride):\n    n = partial.shape[0]\n    total = np.float32(0.0)\n" \
+           "    for q in range(32):\n        r = first + q * stride\n"
+_INT_MULTIPLIERS = [
+    _CLAMP + "            inside = r >= 0 and r < rows and c >= 0 and c < cols\n            m = 1 if inside else 0\n"
+             "            total += weights[a, b] * image[rr, cc] * m\n    return total\n",   # r7_int_mask_clamp
+    _CLAMP + "            inside = (r >= 0) * (r < rows) * (c >= 0) * (c < cols)\n"
+             "            total += weights[a, b] * image[rr, cc] * inside\n    return total\n",  # r7_bool_product_mask
+    _COMBINE + "        ok = 1 if r < n else 0\n        total += partial[min(r, n - 1), j] * ok\n"
+               "    return total\n",                                                           # r7_int_zero_mask_combine
+    _COMBINE + "        total += partial[min(r, n - 1), j] * (1 if r < n else 0)\n    return total\n",  # inline
+    _COMBINE + "        a, b = r < n, r >= 0\n        total += partial[min(r, n - 1), j] * (a * b)\n"
+               "    return total\n",                                                           # bool locals' product
+    "def k(x, i):\n    total = np.float32(0.0)\n    n = 0\n    for f in range(x.shape[0]):\n        n = n + 1\n"
+    "        total += x[f, i] * n\n    return total\n",                                         # an int counter
+]
+_BOOL_AND_COUNTERS = [
+    _CLAMP + "            inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+             "            total += weights[a, b] * image[rr, cc] * inside\n    return total\n",   # a plain bool
+    _COMBINE + "        total += partial[min(r, n - 1), j] * (r < n)\n    return total\n",     # a comparison
+    "def k(x, i):\n    total = np.float32(0.0)\n    count = 0\n    for f in range(x.shape[0]):\n"
+    "        total += x[f, i]\n        count += 1\n    return total\n",                           # an int counter
+    _COMBINE + "        m = 1 if r < n else 0\n        total += partial[min(r, n - 1) * m, j]\n"
+               "    return total\n",                                                           # an int in an index
+]
+
+
+def _numba_types_of_total(source: str) -> set[str]:
+    """The types numba.njit gives every version of ``total`` in ``source``'s function k, run on small arrays."""
+    namespace: dict = {"np": np}
+    exec(source, namespace)
+    kernel = numba.njit(namespace["k"])
+    names = list(namespace["k"].__code__.co_varnames[:namespace["k"].__code__.co_argcount])
+    arrays = {"image": np.ones((5, 5), np.float32), "weights": np.ones((3, 3), np.float32),
+              "partial": np.ones((50, 3), np.float32), "x": np.ones((5, 3), np.float32)}
+    kernel(*[arrays.get(name, 1) for name in names])
+    typemap = kernel.overloads[kernel.signatures[0]].type_annotation.typemap
+    return {str(kind) for name, kind in typemap.items() if name.split(".")[0] == "total"}
+
+
+@pytest.mark.parametrize("source", _INT_MULTIPLIERS)
+def test_an_int_multiplier_is_found_as_numba_types_it(source):
+    assert "float64" in _numba_types_of_total(source)
+    assert float64_accumulators(source) == ["total"]
+
+
+@pytest.mark.parametrize("source", _BOOL_AND_COUNTERS)
+def test_a_plain_bool_counters_and_indices_pass_as_numba_types_them(source):
+    assert _numba_types_of_total(source) == {"float32"}
+    assert float64_accumulators(source) == []

@@ -1026,3 +1026,38 @@ def test_check_barriers_finds_a_barrier_only_some_threads_reach(capsys):
     assert capsys.readouterr().out == ""
     with pytest.raises(TypeError, match="^quiet"):
         trace.check_barriers(quiet=1)
+
+
+# --------------------------------------------------------------------------- lesson 04's correct alternatives
+
+def _lesson_04_right_answers() -> list[tuple[str, str, str]]:
+    """(grade_id, name, source) of every correct alternative in tests/wrong_answers/04_cuda_model.py's RIGHT."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "wrong_answers" / "04_cuda_model.py"
+    spec = importlib.util.spec_from_file_location("wrong_04_cuda_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [(grade_id, name, source) for grade_id, kinds in module.RIGHT.items() for name, source in kinds.items()]
+
+
+@pytest.mark.parametrize("grade_id, name, source", _lesson_04_right_answers(),
+                         ids=[f"{g}-{n}" for g, n, _ in _lesson_04_right_answers()])
+def test_lesson_04_correct_alternatives_pass(grade_id: str, name: str, source: str) -> None:
+    """Review 7: correct answers other than the model answer (the filter loaded once per thread) pass lesson 04's
+    tests, visible and hidden."""
+    from pathlib import Path
+
+    # In a fresh interpreter: the lesson's imports cell chooses Numba's backend, which this process has fixed already.
+    result = _fresh_python(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import builtins
+        import gpucourse
+        from notebook_utils import failure_of_test_cell
+        builtins.REPORT = gpucourse.setup()  # what the setup cell gives the lesson's imports cell
+        print(repr(failure_of_test_cell("04_cuda_model", {grade_id!r}, {source!r})))
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "None", f"{name} failed {grade_id}: {result.stdout[-2000:]}"

@@ -193,6 +193,19 @@ WRONG: dict[str, dict[str, str]] = {
             "                        if r >= 0 and r < rows and c >= 0 and c < cols:\n"
             "                            v = image[r, c]\n"
             "                        total += weights[a, b] * v")),
+        # Review 7: the branchless mask idiom, clamped index times an int 0/1: float32 * int64 is float64 in Numba.
+        "r7_int_mask_clamp": _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+            "                        m = 1 if inside else 0\n"
+            "                        rr, cc = min(max(r, 0), rows - 1), min(max(c, 0), cols - 1)\n"
+            "                        total += weights[a, b] * image[rr, cc] * m")),
+        # Review 7: the same with a product of comparisons (bool * bool is int64 in Numba).
+        "r7_bool_product_mask": _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "inside = (r >= 0) * (r < rows) * (c >= 0) * (c < cols)\n"
+            "                        rr, cc = min(max(r, 0), rows - 1), min(max(c, 0), cols - 1)\n"
+            "                        total += weights[a, b] * image[rr, cc] * inside")),
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
         "constant": _ex1("""\
                 out[i, j] = 0.0
@@ -523,6 +536,14 @@ WRONG: dict[str, dict[str, str]] = {
             "                    r = first + k * stride\n"
             "                    v = partial[r, j] if r < partial.shape[0] else 0.0\n"
             "                    total += v"),
+        # Review 7: the combine takes 32 fixed steps, clamps the row and multiplies by an int 0/1 (float64 in Numba).
+        "r7_int_zero_mask_combine": _EX3_HEAD + _EX3_MODEL.replace(
+            "for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):\n"
+            "                    total += partial[r, j]",
+            "for k in range(32):\n"
+            "                    r = first + k * stride\n"
+            "                    ok = 1 if r < partial.shape[0] else 0\n"
+            "                    total += partial[min(r, partial.shape[0] - 1), j] * ok"),
         # Review 3: the chunk loop without min(..., batch) (reads past dy's last row), and chunks guarded with <=.
         "no_min_chunk_end": _EX3_HEAD + _EX3_CHUNKS.replace("range(32 * c, min(32 * c + 32, dy.shape[0]))",
                                                             "range(32 * c, 32 * c + 32)") + _EX3_COLUMNS
@@ -558,3 +579,19 @@ WRONG: dict[str, dict[str, str]] = {
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
+
+# Correct answers other than the model answer: each must pass its exercise's tests, visible and hidden (run by
+# tests/test_kernels.py). Review 7 found a correct Ex1 answer failing the read budget.
+RIGHT: dict[str, dict[str, str]] = {
+    "ex1-solution": {
+        # Review 7: the 3 x 3 filter loaded into a local array once per thread (a thread with no pixel reads it too).
+        "r7ok_local_weights": _ex1(_EX1_SUM.replace("weights[a, b] * image[r, c]", "w[a, b] * image[r, c]"),
+                                   loops=_EX1_LOOPS.replace(
+                                       "        rows, cols = out.shape\n",
+                                       "        rows, cols = out.shape\n"
+                                       "        w = cuda.local.array((3, 3), np.float32)\n"
+                                       "        for a in range(3):\n"
+                                       "            for b in range(3):\n"
+                                       "                w[a, b] = weights[a, b]\n")),
+    },
+}

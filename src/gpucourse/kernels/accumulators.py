@@ -7,9 +7,11 @@ float32 is float64). Numba also gives a local one type over all its assignments,
 through a local: ``v = x[i] if inside else 0.0`` (or ``else 0``), ``v = 0.0`` then ``v = x[i]``, ``v = x[i] * 1.0``,
 each followed by ``total += w * v``. The simulator computes the same numbers either way, so a test of results
 cannot see it; this reads the kernel's source instead (Python's :mod:`ast`, with a small data flow over its
-locals), and works on a CPU. It takes every array element for a float32, as in these lessons' kernels. Not seen:
-an int local mixed with a float32 (``n = 0; n += 1; total += x[i] * n``), and anything outside the kernel's own
-source.
+locals), and works on a CPU. It takes every array element for a float32, as in these lessons' kernels. An int
+multiplier counts too: a local assigned only ints (``m = 1 if inside else 0``), an ``if``/``else`` of two ints, or a
+product of comparisons (``(r >= 0) * (r < n)``: bool times bool is int64), multiplied with an array element, is
+float32 times int64, so float64; a plain bool (``x[i] * inside``) stays float32. Not seen: anything outside the
+kernel's own source, and ints that only a loop or a function's arguments give (``for k in range(n)``).
 """
 
 from __future__ import annotations
@@ -62,42 +64,124 @@ def _reads_array_element(node: ast.expr, element_names: frozenset[str] = frozens
                for sub in ast.walk(node))
 
 
+_INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+_BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor)
+
+
+def _join(kinds: list) -> Union[str, None]:
+    """'bool' when every kind is 'bool', 'int' when each is 'int' or 'bool' (Numba unifies them to int64), else
+    None."""
+    if not kinds or any(kind not in ("int", "bool") for kind in kinds):
+        return None
+    return "bool" if all(kind == "bool" for kind in kinds) else "int"
+
+
+def _kind(node: ast.expr, kinds: dict) -> Union[str, None]:
+    """'int' or 'bool' when Numba types the expression int64 or bool for sure (``1 if c else 0``, ``(a < b) * (c <
+    d)``, ``r < n``, a local in ``kinds``), else None (a float, an array element, or unknown)."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool):
+            return "bool"
+        return "int" if isinstance(node.value, int) else None
+    if isinstance(node, ast.Name):
+        return kinds.get(node.id)
+    if isinstance(node, ast.Compare):
+        return "bool"
+    if isinstance(node, ast.UnaryOp):
+        inner = _kind(node.operand, kinds)
+        if isinstance(node.op, ast.Not):
+            return "bool"
+        return "int" if inner in ("int", "bool") and not isinstance(node.op, ast.Invert) else None
+    if isinstance(node, ast.BoolOp):
+        return _join([_kind(value, kinds) for value in node.values])
+    if isinstance(node, ast.IfExp):
+        return _join([_kind(node.body, kinds), _kind(node.orelse, kinds)])
+    if isinstance(node, ast.BinOp):
+        both = _join([_kind(node.left, kinds), _kind(node.right, kinds)])
+        if isinstance(node.op, _BIT_OPS):
+            return both
+        return "int" if both and isinstance(node.op, _INT_OPS) else None  # True * True == 1: int64
+    name = _called_name(node)
+    if name == "int":
+        return "int"
+    return "bool" if name == "bool" else None
+
+
+def _int_locals(tree: ast.AST) -> dict:
+    """Locals whose every assignment is an int or bool (``m = 1 if inside else 0``, ``n = 0; n += 1``), mapped to
+    'int' or 'bool'; a name also bound by a loop, a tuple from a call or a ``with`` is left out."""
+    assignments = _assignments(tree)
+    recognised: dict = {}
+    for name, _ in assignments:
+        recognised[name] = recognised.get(name, 0) + 1
+    stored: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stored[node.id] = stored.get(node.id, 0) + 1
+    candidates = {name for name, count in recognised.items() if stored.get(name) == count}
+    kinds: dict = {}
+    for _ in range(8):
+        found = {}
+        for name in candidates:
+            values = [value for other, value in assignments if other == name]
+            own = [_kind(value, kinds) for value in values if not _mentions(value, name)]
+            provisional = _join(own)
+            if provisional is None:
+                continue
+            kind = _join([_kind(value, {**kinds, name: provisional}) for value in values])
+            if kind is not None:
+                found[name] = kind
+        if found == kinds:
+            break
+        kinds = found
+    return kinds
+
+
+def _int_times_element(node: ast.expr, kinds: dict, element_names: frozenset[str]) -> bool:
+    """Whether one side of the operation or ``if``/``else`` is an int (not a bool) and the other reads an array
+    element: float32 with int64 is float64 in Numba."""
+    pairs = ((node.left, node.right), (node.right, node.left)) if isinstance(node, ast.BinOp) \
+        else ((node.body, node.orelse), (node.orelse, node.body))
+    return any((_is_int_literal(one) or _kind(one, kinds) == "int") and _reads_array_element(other, element_names)
+               for one, other in pairs)
+
+
 _NARROW_CALLS = ("float32", "float16", "int32", "int16", "int8", "uint32", "uint16", "uint8", "int", "int64")
 
 
 def _float64_in_update(node: ast.expr, float64_names: frozenset[str] = frozenset(),
-                       element_names: frozenset[str] = frozenset()) -> bool:
+                       element_names: frozenset[str] = frozenset(), kinds: Union[dict, None] = None) -> bool:
     """Whether an expression brings in a float64 outside its subscripts: a bare float literal (``0.5 * v``),
     ``float64(...)``, a local in ``float64_names``, a ``math`` call with a float64 or bare int argument
     (``math.pow(v, 2)``), or an operation or ``if``/``else`` expression with a bare int on one side and an array
-    element on the other (``x[i] * 2``, ``x[i] if inside else 0``: int64 with float32 is float64), all float64 in
+    element on the other (``x[i] * 2``, ``x[i] if inside else 0``: int64 with float32 is float64), or an int local,
+    ``if``/``else`` of ints or product of comparisons in ``kinds`` times an element (``x[i] * m``), all float64 in
     Numba."""
+    kinds = {} if kinds is None else kinds
     node = _unsigned(node)
     if isinstance(node, ast.Constant):
         return isinstance(node.value, float)
     if isinstance(node, ast.Name):
         return node.id in float64_names
     if isinstance(node, ast.Subscript):  # an index is an int whatever it computes
-        return _float64_in_update(node.value, float64_names, element_names)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, _UPDATE_OPS) and any(
-            _is_int_literal(one) and _reads_array_element(other, element_names)
-            for one, other in ((node.left, node.right), (node.right, node.left))):
-        return True  # x[i] * 2: float32 with int64 is float64 (x[i] ** 2 stays float32)
-    if isinstance(node, ast.IfExp) and any(
-            _is_int_literal(one) and _reads_array_element(other, element_names)
-            for one, other in ((node.body, node.orelse), (node.orelse, node.body))):
+        return _float64_in_update(node.value, float64_names, element_names, kinds)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _UPDATE_OPS) \
+            and _int_times_element(node, kinds, element_names):
+        return True  # x[i] * 2, x[i] * m: float32 with int64 is float64 (x[i] ** 2 stays float32)
+    if isinstance(node, ast.IfExp) and _int_times_element(node, kinds, element_names):
         return True
     name = _called_name(node)
     if name in ("float", "float64", "double"):
         return True
-    if _is_math_call(node) and any(_is_int_literal(arg) or _float64_in_update(arg, float64_names, element_names)
+    if _is_math_call(node) and any(_is_int_literal(arg)
+                                   or _float64_in_update(arg, float64_names, element_names, kinds)
                                    for arg in node.args):
         return True
     if name in _NARROW_CALLS:  # np.float32(0.5), int(...): not float64
         return False
     if isinstance(node, ast.Call):  # math.sqrt(v) of a float32 stays float32; its arguments were checked above
-        return any(_float64_in_update(arg, float64_names, element_names) for arg in node.args)
-    return any(_float64_in_update(child, float64_names, element_names)
+        return any(_float64_in_update(arg, float64_names, element_names, kinds) for arg in node.args)
+    return any(_float64_in_update(child, float64_names, element_names, kinds)
                for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
 
 
@@ -124,7 +208,7 @@ def _assignments(tree: ast.AST) -> list[tuple[str, ast.expr]]:
     return found
 
 
-def _float64_locals(tree: ast.AST, element_names: frozenset[str]) -> frozenset[str]:
+def _float64_locals(tree: ast.AST, element_names: frozenset[str], kinds: Union[dict, None] = None) -> frozenset[str]:
     """Locals Numba types float64, since it unifies a variable's type over all its assignments: those assigned a
     float64 expression anywhere (``v = 0.0``, ``v = x[i] if inside else 0.0``, ``v = x[i] * 1.0``, ``w = v``), and
     those assigned both a bare int and an array element (``v = 0`` and ``v = x[i]``)."""
@@ -134,7 +218,7 @@ def _float64_locals(tree: ast.AST, element_names: frozenset[str]) -> frozenset[s
                       if name in ints and _reads_array_element(value, element_names - {name}))
     while True:
         found = names | {name for name, value in assignments
-                         if _is_float64_literal(value) or _float64_in_update(value, names, element_names)}
+                         if _is_float64_literal(value) or _float64_in_update(value, names, element_names, kinds)}
         if found == names:
             return names
         names = frozenset(found)
@@ -190,7 +274,9 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
     ``np.float64(...)``, an ``if``/``else`` expression with such a branch, or with a bare int branch and an array
     element branch, a ``math`` call with a float64 or bare int argument (``math.pow(v, 2)``; ``math.sqrt(v)`` of a
     float32 stays float32), an operation with such an operand outside subscripts or of a bare int with an array
-    element (``x[i] * 2``; ``x[i] ** 2`` stays float32), or another float64 local; and when it is assigned both a
+    element (``x[i] * 2``; ``x[i] ** 2`` stays float32) or of an int local, an ``if``/``else`` of two ints or a
+    product of comparisons with an array element (``x[i] * m`` with ``m = 1 if inside else 0``; ``x[i] * inside``
+    with a plain bool stays float32), or another float64 local; and when it is assigned both a
     bare int and an array element (``v = 0`` and ``v = x[i]``). An int start (``0``, ``int(...)``) whose updates
     read an array element counts too (``total = 0; total += x[i]``), and so does any variable whose update brings in
     a float64 outside subscripts (``total += 0.5 * v``, ``total += w * v`` with ``v`` a float64 local).
@@ -207,7 +293,8 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
             from error
     started: set[str] = set()
     element_names = _element_names(tree)
-    float64_names = _float64_locals(tree, element_names)
+    kinds = _int_locals(tree)
+    float64_names = _float64_locals(tree, element_names, kinds)
     int_started: set[str] = set()
     updated: set[str] = set()
     updated_with_elements: set[str] = set()
@@ -227,7 +314,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
                         updated.add(name.id)
                         if _reads_array_element(value, element_names):
                             updated_with_elements.add(name.id)
-                        if _float64_in_update(value, float64_names, element_names):
+                        if _float64_in_update(value, float64_names, element_names, kinds):
                             float64_updates.add(name.id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             if _is_float64_literal(node.value):
@@ -239,7 +326,7 @@ def float64_accumulators(kernel: Union[Callable, str]) -> list[str]:
             updated.add(node.target.id)
             if _reads_array_element(node.value, element_names):
                 updated_with_elements.add(node.target.id)
-            if _float64_in_update(node.value, float64_names, element_names):
+            if _float64_in_update(node.value, float64_names, element_names, kinds):
                 float64_updates.add(node.target.id)
     return sorted(((started | float64_names) & updated) | (int_started & updated_with_elements) | float64_updates)
 

@@ -520,3 +520,12 @@ WRONG["ex2-solution"].update({
     "r7_batch_if_has_params": _diagnose(  # "bigger batch" for any layer with weights
         batch_pays="any(True for _ in dict(model.named_children())[name].parameters())"),
 })
+# ---- review r7's two Ex2 answers that passed (a hidden case with t2/t1 of 1.25-1.37 and a 57% weight share now
+# catches them)
+WRONG["ex2-solution"].update({
+    # a power law through the two points (log-log extrapolation) in place of fixed cost + cost per sample
+    "r8_power_law_extrapolation": _diagnose(predict="max(t2 * t2 / t1, roofline_4x) / (4 * batch)"),
+    # the weight share judged at 2 x batch: weights > bytes(2b) / 2
+    "r8_weight_share_at_2b": _diagnose(
+        batch_pays="2 * counts[name, batch][1] - counts[name, 2 * batch][1] > counts[name, 2 * batch][1] / 2"),
+})

@@ -178,6 +178,53 @@ def test_this_machine_outputs_gives_plain_nvidia_smi_on_a_gpu(monkeypatch) -> No
         "torch.cuda.get_arch_list()"]
 
 
+def _torch_cannot_use_the_gpu(monkeypatch, arch_flags: str | None) -> None:
+    """After _fake_h100: torch.cuda.is_available() is False (old driver, or a +cpu wheel); nvidia-smi still answers."""
+    from gpucourse import nvml
+
+    def run(command, **kwargs):
+        out = (H100_SMI if command == ["nvidia-smi"] else
+               "name, driver_version, compute_cap, memory.total [MiB]\nNVIDIA H100 80GB HBM3, 580.159.04, 9.0, 81559 MiB\n")
+        return subprocess.CompletedProcess(command, 0, stdout=out, stderr="")
+
+    import subprocess
+
+    monkeypatch.setattr(nvml.subprocess, "run", run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: pytest.fail("torch cannot ask the GPU"))
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: [])  # what torch returns when CUDA is not available
+    monkeypatch.setattr(torch._C, "_cuda_getArchFlags", lambda: arch_flags, raising=False)
+
+
+@pytest.mark.parametrize(("version", "arch_flags", "expected_rule"), [
+    ("2.9.0+cu130", "sm_75 sm_80 sm_90 sm_100 sm_120 compute_120", None),   # a CUDA build torch cannot use: still read
+    ("2.9.0+cpu", None, "arch")])                                           # a +cpu wheel on a GPU machine
+def test_this_machine_outputs_reads_the_gpu_from_nvidia_smi_when_torch_cannot_use_it(
+        monkeypatch, version: str, arch_flags: str | None, expected_rule: str | None) -> None:
+    """Review r10: the broken machines section 4 teaches about must get a verdict, not 'no GPU here'."""
+    from gpucourse.getting_started import this_machine_outputs
+
+    _fake_h100(monkeypatch)
+    _torch_cannot_use_the_gpu(monkeypatch, arch_flags)
+    monkeypatch.setattr(torch, "__version__", version)
+    mine = this_machine_outputs()
+    assert mine is not None and mine["compute_cap"] == "9.0\n" and mine["brand"] == "datacenter"
+    assert mine["torch.cuda.get_arch_list()"] == (arch_flags.split() if arch_flags else [])
+    assert "Driver Version" in mine["nvidia-smi"]
+    assert _model_diagnose()(mine)["rule"] == expected_rule
+
+
+def _model_diagnose():
+    """Lesson 00's model answer of Exercise 2, run from the solution notebook after its imports cell."""
+    from notebook_utils import cell_by_grade_id, load, solution_path, source
+
+    notebook = load(solution_path("00_getting_started"))
+    names: dict = {}
+    exec(next(source(c) for c in notebook["cells"] if "# Lesson imports" in source(c)), names)
+    exec(source(cell_by_grade_id(notebook, "ex2-solution")), names)
+    return names["diagnose"]
+
+
 @pytest.mark.parametrize(("version", "cuda", "expected"), [
     ("2.5.1", "12.4", "2.5.1+cu124"),                                  # conda-forge: no local suffix
     ("2.6.0a0+ecf3bae40a.nv25.01", "12.8", "2.6.0a0+cu128"),           # NVIDIA's NGC container

@@ -456,10 +456,7 @@ def machine_report(index: int = 0) -> dict | None:
 
     props = torch.cuda.get_device_properties(index)
     name = props.name
-    lower = name.lower()  # a guess from the name; NVML's nvmlDeviceGetBrand knows better
-    brand = "geforce" if "geforce" in lower else (
-        "workstation" if ("rtx" in lower or "quadro" in lower or "titan" in lower) and "server" not in lower
-        else "datacenter")
+    brand = brand_from_name(name)
     clocks = {"rated_boost": _cuda_clock_mhz(index), "nvml_max_sm": None, "nvml_max_graphics": None, "base": None}
     with contextlib.suppress(NvmlUnavailable), open_nvml() as session:
         module = session.module
@@ -540,8 +537,42 @@ def installed_cuda_compat() -> str:
     return "".join(line + "\n" for line in installed)
 
 
+def brand_from_name(name: str) -> str:
+    """'geforce', 'workstation' or 'datacenter', guessed from a GPU's name (NVML's nvmlDeviceGetBrand knows better)."""
+    lower = name.lower()
+    if "geforce" in lower:
+        return "geforce"
+    workstation = ("rtx" in lower or "quadro" in lower or "titan" in lower) and "server" not in lower
+    return "workstation" if workstation else "datacenter"
+
+
+def _first_gpu_from_nvidia_smi() -> tuple[str, tuple[int, int]] | None:
+    """GPU 0's name and compute capability from ``nvidia-smi --query-gpu`` (None where it cannot say)."""
+    from gpucourse.nvml import nvidia_smi
+
+    rows = (nvidia_smi() or "").splitlines()
+    if len(rows) < 2:
+        return None
+    header = [field.strip() for field in rows[0].split(",")]
+    values = dict(zip(header, (field.strip() for field in rows[1].split(","))))
+    match = re.fullmatch(r"(\d+)\.(\d+)", values.get("compute_cap", ""))
+    if not values.get("name") or match is None:
+        return None
+    return values["name"], (int(match.group(1)), int(match.group(2)))
+
+
+def _built_arch_list(torch) -> list[str]:
+    """The architectures this torch build has code for; unlike ``torch.cuda.get_arch_list()``, also where torch
+    cannot use the GPU (that returns [] then). A +cpu build has none."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_arch_list()
+    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: None)()
+    return flags.split() if flags else []
+
+
 def this_machine_outputs() -> dict | None:
-    """This machine's tool outputs (nvidia-smi, torch), or None without a CUDA GPU and nvidia-smi."""
+    """This machine's tool outputs (nvidia-smi, torch), or None where nvidia-smi finds no GPU; also where torch
+    cannot use the GPU, the broken machines Exercise 2 diagnoses."""
     from gpucourse.nvml import nvidia_smi_summary
 
     try:
@@ -549,12 +580,16 @@ def this_machine_outputs() -> dict | None:
     except ImportError:
         return None
     smi = nvidia_smi_summary()
-    if not smi or not torch.cuda.is_available():
+    if not smi:
         return None
-    major, minor = torch.cuda.get_device_capability(0)
-    lower = torch.cuda.get_device_name(0).lower()
-    brand = "geforce" if "geforce" in lower else (
-        "workstation" if ("rtx" in lower or "quadro" in lower) and "server" not in lower else "datacenter")
+    if torch.cuda.is_available():
+        name, (major, minor) = torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0)
+    else:  # torch cannot use the GPU (a driver too old for the wheel, a +cpu wheel): nvidia-smi still names it
+        gpu = _first_gpu_from_nvidia_smi()
+        if gpu is None:
+            return None
+        name, (major, minor) = gpu
+    brand = brand_from_name(name)
     version = torch.__version__
     base, _, local = version.partition("+")
     if not re.fullmatch(r"cu\d+|cpu", local) and torch.version.cuda:
@@ -562,5 +597,5 @@ def this_machine_outputs() -> dict | None:
         # derived here from torch.version.cuda, the CUDA the build was made with, so it reads as a pip wheel's
         version = f"{base}+cu{torch.version.cuda.replace('.', '')}"
     return {"nvidia-smi": smi, "compute_cap": f"{major}.{minor}\n", "torch.__version__": version,
-            "torch.cuda.get_arch_list()": torch.cuda.get_arch_list(), "cuda-compat": installed_cuda_compat(),
+            "torch.cuda.get_arch_list()": _built_arch_list(torch), "cuda-compat": installed_cuda_compat(),
             "brand": brand}

@@ -129,6 +129,17 @@ def wrong_answer_sets(lesson: str, tampering: bool = True) -> dict[str, dict[str
             for grade_id, kinds in module.WRONG.items()}
 
 
+def right_answers(lesson: str) -> list[tuple[str, str, str]]:
+    """(grade_id, name, source) of each correct alternative in tests/wrong_answers/<lesson>.py's RIGHT (none if absent):
+    answers other than the model answer that the lesson's tests must accept."""
+    path = ROOT / "tests" / "wrong_answers" / f"{lesson}.py"
+    spec = importlib.util.spec_from_file_location(f"right_{lesson}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [(grade_id, name, text) for grade_id, kinds in getattr(module, "RIGHT", {}).items()
+            for name, text in kinds.items()]
+
+
 def wrong_answers(lesson: str) -> dict[str, str]:
     """One wrong answer per exercise (its 'typical' mistake), used in the full nbgrader pipeline."""
     return {grade_id: kinds["typical"] for grade_id, kinds in wrong_answer_sets(lesson).items()}

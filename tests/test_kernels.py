@@ -17,6 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from notebook_utils import right_answers
+
 pytest.importorskip("numba")
 from numba import cuda, float32, int32  # noqa: E402  (the tracer runs these kernels in Python, whatever the backend)
 
@@ -1030,20 +1032,8 @@ def test_check_barriers_finds_a_barrier_only_some_threads_reach(capsys):
 
 # --------------------------------------------------------------------------- lesson 04's correct alternatives
 
-def _lesson_04_right_answers() -> list[tuple[str, str, str]]:
-    """(grade_id, name, source) of every correct alternative in tests/wrong_answers/04_cuda_model.py's RIGHT."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parent / "wrong_answers" / "04_cuda_model.py"
-    spec = importlib.util.spec_from_file_location("wrong_04_cuda_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return [(grade_id, name, source) for grade_id, kinds in module.RIGHT.items() for name, source in kinds.items()]
-
-
-@pytest.mark.parametrize("grade_id, name, source", _lesson_04_right_answers(),
-                         ids=[f"{g}-{n}" for g, n, _ in _lesson_04_right_answers()])
+@pytest.mark.parametrize("grade_id, name, source", right_answers("04_cuda_model"),
+                         ids=[f"{g}-{n}" for g, n, _ in right_answers("04_cuda_model")])
 def test_lesson_04_correct_alternatives_pass(grade_id: str, name: str, source: str) -> None:
     """Review 7: correct answers other than the model answer (the filter loaded once per thread) pass lesson 04's
     tests, visible and hidden."""

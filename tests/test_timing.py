@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notebook_utils import failure_of_test_cell
+from notebook_utils import failure_of_test_cell, right_answers
 
 from gpucourse.timing import BenchmarkResult, benchmark, flops_per_second, plausibility, sync_for
 
@@ -580,20 +580,8 @@ def test_benchmark_reads_the_clock_it_is_given():
         benchmark(lambda: None, clock=3)
 
 
-def _lesson_03_right_answers() -> list[tuple[str, str, str]]:
-    """(grade_id, name, source) of every correct alternative in tests/wrong_answers/03_timing.py's RIGHT."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parent / "wrong_answers" / "03_timing.py"
-    spec = importlib.util.spec_from_file_location("wrong_03_timing", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return [(grade_id, name, source) for grade_id, kinds in module.RIGHT.items() for name, source in kinds.items()]
-
-
-@pytest.mark.parametrize("grade_id, name, source", _lesson_03_right_answers(),
-                         ids=[f"{g}-{n}" for g, n, _ in _lesson_03_right_answers()])
+@pytest.mark.parametrize("grade_id, name, source", right_answers("03_timing"),
+                         ids=[f"{g}-{n}" for g, n, _ in right_answers("03_timing")])
 def test_lesson_03_correct_alternatives_pass(grade_id: str, name: str, source: str) -> None:
     """Review 4: correct answers other than the model answer pass lesson 03's tests, visible and hidden."""
     assert failure_of_test_cell("03_timing", grade_id, source) is None, f"{name} failed {grade_id}"

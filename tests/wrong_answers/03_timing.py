@@ -706,6 +706,20 @@ def _ex3_window(w: int) -> str:
 """
 
 
+def _ex3_fixed_bands(band: float) -> str:
+    """Ex3 with fixed +-band bands around the ends of a 21-call running median (the model derives its bands from the
+    call noise instead)."""
+    return _EX3_HEAD + _EX3_SERIES + f"""\
+    rates = [flops / s for _, s in series]
+    w = 21
+    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
+    first, last = smooth[0], smooth[-1]
+    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < {1 - band:.2f} * first), len(rates))
+    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > {1 + band:.2f} * last), default=0)
+    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
+"""
+
+
 R7: dict[str, dict[str, str]] = {
     "ex2-solution": {
         # Review 7 (M1): no_sync read from the device's final state, work still queued when the benchmark returns,
@@ -731,15 +745,7 @@ R7: dict[str, dict[str, str]] = {
         "r7_window_11": _ex3_window(11),
         # Review 8 (m1): fixed +-5% bands (the prompt's smallest drop) around a 21-call running median: a 5% fall
         # hides inside them, so the settled stretch starts too early.
-        "r8_bands_5pct": _EX3_HEAD + _EX3_SERIES + """\
-    rates = [flops / s for _, s in series]
-    w = 21
-    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
-    first, last = smooth[0], smooth[-1]
-    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.95 * first), len(rates))
-    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.05 * last), default=0)
-    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
-""",
+        "r8_bands_5pct": _ex3_fixed_bands(0.05),
     },
 }
 for _grade_id, _answers in R7.items():
@@ -795,15 +801,7 @@ RIGHT: dict[str, dict[str, str]] = {
         "window_20": _ex3_window(20),
         "window_21": _ex3_window(21),
         # Review 4: fixed +-3% bands around the ends of a 21-call running median.
-        "fixed_bands": _EX3_HEAD + _EX3_SERIES + """\
-    rates = [flops / s for _, s in series]
-    w = 21
-    smooth = [statistics.median(rates[i:i + w]) for i in range(len(rates) - w + 1)]
-    first, last = smooth[0], smooth[-1]
-    boost_until = next((i + w // 2 for i, r in enumerate(smooth) if r < 0.97 * first), len(rates))
-    settled_from = max((i + w // 2 + 1 for i, r in enumerate(smooth) if r > 1.03 * last), default=0)
-    return statistics.median(rates[:boost_until]), statistics.median(rates[settled_from:])
-""",
+        "fixed_bands": _ex3_fixed_bands(0.03),
     },
 }
 

@@ -508,9 +508,19 @@ def test_cudnn_version_string(raw, text):
 
 # --------------------------------------------------------------------------- GPU only
 
+def _numba_compiles_for_the_gpu() -> bool:
+    """True if Numba's real CUDA target compiles and runs a kernel here (it needs NVVM, not only a GPU)."""
+    from gpucourse.kernels import numba_backend
+
+    return numba_backend._numba_can_use_gpu()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
 def test_gpu_is_chosen_and_matches_the_tracer():
+    if not _numba_compiles_for_the_gpu():
+        pytest.skip("needs Numba's CUDA target to compile here (NVVM from a CUDA toolkit or numba-cuda[cu12]); "
+                    "without it the lesson runs on the simulator, which the tests above check")
     done = _fresh_python("""
         import numpy as np
         from gpucourse import kernels

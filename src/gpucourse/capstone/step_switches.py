@@ -58,7 +58,7 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
 
     from gpucourse.capstone.models import _image_size
     from gpucourse.capstone.training import _device
-    from gpucourse.compilers import quiet_compilation
+    from gpucourse.compilers import quiet
     from gpucourse.timing import sync_for
 
     size = _image_size(image_size)
@@ -80,7 +80,7 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
     x = torch.rand(batch_size, 1, size, size, generator=generator).to(device)
     y = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
     results = []
-    with quiet_compilation():
+    with quiet():  # inductor's TF32 notice too: every variant times the same float32 step, TF32 off (lesson 12)
         for variant in variants:
             results.append(_time_variant(variant, backend, size, x, y, device, sync, steps, warmup))
     return results

@@ -474,3 +474,52 @@ def test_a_correct_exercise_1_answer_by_uuid_passes_the_lessons_tests() -> None:
     guards_before = list(checks._ACTIVE_GUARDS)
     assert failure_of_test_cell("00_getting_started", "ex1-solution", _EX1_BY_UUID) is None
     assert checks.active_off_limits() == [(g.helpers, g.exercise) for g in guards_before if g.active]
+
+
+R470_SMI = H100_SMI.replace("NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0",
+                            "NVIDIA-SMI 470.82.01              Driver Version: 470.82.01      CUDA Version: 11.4").replace(
+    "NVIDIA H100 80GB HBM3         ", "NVIDIA GeForce RTX 3060 Laptop")
+
+
+def test_this_machine_outputs_reads_compute_capability_from_nvml_on_a_driver_before_r510(monkeypatch) -> None:
+    """Review r11: R470's nvidia-smi refuses a query naming compute_cap; the laptop of section 4 still gets a verdict."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from gpucourse import nvml
+    from gpucourse.getting_started import this_machine_outputs
+
+    _fake_h100(monkeypatch)
+    _torch_cannot_use_the_gpu(monkeypatch, "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90")
+    queries = []
+
+    def run(command, **kwargs):
+        if command == ["nvidia-smi"]:
+            return subprocess.CompletedProcess(command, 0, stdout=R470_SMI, stderr="")
+        queries.append(command[1])
+        if "compute_cap" in command[1]:
+            return subprocess.CompletedProcess(command, 2, stdout='Field "compute_cap" is not a valid field to query.\n',
+                                               stderr="")
+        return subprocess.CompletedProcess(command, 0, stdout="name, driver_version\n"
+                                           "NVIDIA GeForce RTX 3060 Laptop GPU, 470.82.01\n", stderr="")
+
+    monkeypatch.setattr(nvml.subprocess, "run", run)
+    monkeypatch.setattr(nvml, "read_devices", lambda nvml_module=None: [SimpleNamespace(compute_capability=(8, 6))])
+    monkeypatch.setattr(torch, "__version__", "2.1.2+cu121")
+    assert nvml.nvidia_smi() == "name, driver_version\nNVIDIA GeForce RTX 3060 Laptop GPU, 470.82.01"
+    assert queries[-1].count(",") == len(nvml.NVIDIA_SMI_QUERY) - 2 and "compute_cap" not in queries[-1]
+    mine = this_machine_outputs()
+    assert mine is not None and mine["compute_cap"] == "8.6\n" and mine["brand"] == "geforce"
+    assert _model_diagnose()(mine)["rule"] == "driver"
+
+
+def test_nvidia_smi_gives_up_when_the_query_fails_for_another_reason(monkeypatch) -> None:
+    import subprocess
+
+    from gpucourse import nvml
+
+    monkeypatch.setattr(nvml.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    calls = []
+    monkeypatch.setattr(nvml.subprocess, "run", lambda command, **kwargs: calls.append(command) or
+                        subprocess.CompletedProcess(command, 6, stdout="No devices were found\n", stderr=""))
+    assert nvml.nvidia_smi() is None and len(calls) == 1

@@ -401,7 +401,10 @@ FIRST_CUDA: dict[tuple[int, int], tuple[int, int]] = {(6, 0): (8, 0), (6, 1): (8
 
 #: Hopper's Tensor Core figures use a lower clock than its rated boost (1980 MHz SXM5, 1755 MHz PCIe), by the name
 #: PyTorch reports (H100 whitepaper, Table 3; https://forums.developer.nvidia.com/t/244727): float32 uses the boost.
-HOPPER_TENSOR_CLOCK_MHZ: dict[str, int] = {"NVIDIA H100 80GB HBM3": 1830, "NVIDIA H100 PCIe": 1620}
+#: The H200 (SXM) has the H100 SXM's 132 SMs and its dense float16 figure, 989 TFLOP/s (H200 datasheet,
+#: https://www.nvidia.com/en-us/data-center/h200/: 1,979 with sparsity), so the same 1830 MHz.
+HOPPER_TENSOR_CLOCK_MHZ: dict[str, int] = {"NVIDIA H100 80GB HBM3": 1830, "NVIDIA H100 PCIe": 1620,
+                                           "NVIDIA H200": 1830}
 
 
 def report(name: str, brand: str, compute_capability: tuple[int, int], sms: int, driver: str, torch_cuda: str,
@@ -547,18 +550,22 @@ def brand_from_name(name: str) -> str:
 
 
 def _first_gpu_from_nvidia_smi() -> tuple[str, tuple[int, int]] | None:
-    """GPU 0's name and compute capability from ``nvidia-smi --query-gpu`` (None where it cannot say)."""
-    from gpucourse.nvml import nvidia_smi
+    """GPU 0's name and compute capability from ``nvidia-smi --query-gpu`` (None where it cannot say); from NVML
+    where the driver is too old (before R510) for nvidia-smi's ``compute_cap``."""
+    from gpucourse.nvml import nvidia_smi, read_devices
 
     rows = (nvidia_smi() or "").splitlines()
     if len(rows) < 2:
         return None
     header = [field.strip() for field in rows[0].split(",")]
     values = dict(zip(header, (field.strip() for field in rows[1].split(","))))
-    match = re.fullmatch(r"(\d+)\.(\d+)", values.get("compute_cap", ""))
-    if not values.get("name") or match is None:
+    if not values.get("name"):
         return None
-    return values["name"], (int(match.group(1)), int(match.group(2)))
+    match = re.fullmatch(r"(\d+)\.(\d+)", values.get("compute_cap", ""))
+    if match is not None:
+        return values["name"], (int(match.group(1)), int(match.group(2)))
+    records = read_devices()
+    return (values["name"], tuple(records[0].compute_capability)) if records else None
 
 
 def _built_arch_list(torch) -> list[str]:

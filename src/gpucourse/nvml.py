@@ -334,17 +334,33 @@ def _cuda_text(version: object) -> str | None:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
+NVIDIA_SMI_QUERY = ("name", "driver_version", "compute_cap", "memory.total", "clocks.max.sm", "power.limit")
+"""The fields :func:`nvidia_smi` asks for; drivers before R510 do not know ``compute_cap``."""
+
+
 def nvidia_smi() -> str | None:
-    """The query ``nvidia-smi`` answers about every GPU (CSV), or None where the command is missing or fails."""
+    """The query ``nvidia-smi`` answers about every GPU (CSV), or None where the command is missing or fails.
+
+    A driver older than R510 refuses the whole query for its unknown ``compute_cap`` field ("is not a valid field
+    to query"): the query is then asked again without it, so the CSV lacks that column."""
     if shutil.which("nvidia-smi") is None:
         return None
-    query = "name,driver_version,compute_cap,memory.total,clocks.max.sm,power.limit"
+    answer = _nvidia_smi_query(NVIDIA_SMI_QUERY)
+    if answer is None or "not a valid field" not in answer[1]:
+        return answer[0] if answer else None
+    older = _nvidia_smi_query(tuple(field for field in NVIDIA_SMI_QUERY if field != "compute_cap"))
+    return older[0] if older and older[0] is not None else None
+
+
+def _nvidia_smi_query(fields: tuple[str, ...]) -> tuple[str | None, str] | None:
+    """``nvidia-smi --query-gpu`` for these fields: (its CSV, or None if it failed; what it printed), None if it
+    could not run."""
     try:
-        done = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv"],
+                              capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return (done.stdout.strip() if done.returncode == 0 else None), done.stdout + done.stderr
 
 
 def nvidia_smi_summary() -> str | None:

@@ -484,7 +484,7 @@ R470_SMI = H100_SMI.replace("NVIDIA-SMI 580.159.04             Driver Version: 5
 def test_this_machine_outputs_reads_compute_capability_from_nvml_on_a_driver_before_r510(monkeypatch) -> None:
     """Review r11: R470's nvidia-smi refuses a query naming compute_cap; the laptop of section 4 still gets a verdict."""
     import subprocess
-    from types import SimpleNamespace
+    import sys
 
     from gpucourse import nvml
     from gpucourse.getting_started import this_machine_outputs
@@ -504,7 +504,9 @@ def test_this_machine_outputs_reads_compute_capability_from_nvml_on_a_driver_bef
                                            "NVIDIA GeForce RTX 3060 Laptop GPU, 470.82.01\n", stderr="")
 
     monkeypatch.setattr(nvml.subprocess, "run", run)
-    monkeypatch.setattr(nvml, "read_devices", lambda nvml_module=None: [SimpleNamespace(compute_capability=(8, 6))])
+    laptop = nvml.FakeGpu("NVIDIA GeForce RTX 3060 Laptop GPU", (8, 6), 6 * 2**30, {"sm": 2100, "graphics": 2100},
+                          80_000, unsupported=("nvmlDeviceGetPowerManagementLimit",))  # review r12: laptops refuse it
+    monkeypatch.setitem(sys.modules, "pynvml", nvml.FakeNvml([laptop], driver="470.82.01"))  # the real read_devices
     monkeypatch.setattr(torch, "__version__", "2.1.2+cu121")
     assert nvml.nvidia_smi() == "name, driver_version\nNVIDIA GeForce RTX 3060 Laptop GPU, 470.82.01"
     assert queries[-1].count(",") == len(nvml.NVIDIA_SMI_QUERY) - 2 and "compute_cap" not in queries[-1]

@@ -22,6 +22,23 @@ def test_read_devices_converts_units_and_shuts_nvml_down() -> None:
     assert first.sms is None and fake.open == 0
 
 
+@pytest.mark.parametrize(("unsupported", "power", "row_power"), [
+    (("nvmlDeviceGetPowerManagementLimit",), 80.0, "80"),       # a laptop GPU: the enforced limit still answers
+    (("nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetMaxClockInfo"), None,
+     "n/a")])
+def test_read_devices_survives_queries_a_laptop_gpu_refuses(unsupported, power, row_power) -> None:
+    """Review r12: NVML_ERROR_NOT_SUPPORTED from the power limit (RTX 4080 Mobile) must not stop the table."""
+    laptop = FakeGpu("NVIDIA GeForce RTX 3060 Laptop GPU", (8, 6), 6 * 2**30, {"sm": 2100, "graphics": 2100,
+                     "mem": 7001}, 80_000, unsupported=unsupported)
+    fake = FakeNvml([laptop], driver="470.82.01")
+    record = read_devices(fake)[0]
+    assert record.power_limit_w == power and fake.open == 0
+    assert record.table_row()[-1] == row_power and record.table_row()[2] == "8.6"
+    if record.max_sm_clock_mhz is None:
+        with pytest.raises(ValueError, match="max_sm_clock_mhz"):
+            nvml.DeviceRecord(**{**record.as_dict(), "sms": 30}).peak_flops()
+
+
 def test_without_a_driver_there_are_no_records() -> None:
     assert read_devices(FakeNvml([], driver=None)) == []
 

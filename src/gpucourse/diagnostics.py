@@ -24,9 +24,9 @@ def doctor(quick: bool = False) -> str:
     reconciled = hardware.reconcile_peak(estimate, rates[best_backend])
     lines = [report.table()]
     for index, record in enumerate(nvml.read_devices()):
-        lines.append(f"GPU {index} (NVML)  {record.name}, driver {record.driver}, compute capability "
-                     f"{record.compute_capability[0]}.{record.compute_capability[1]}, {record.memory_gib:.1f} GiB, "
-                     f"max SM clock {record.max_sm_clock_mhz:.0f} MHz, power limit {record.power_limit_w:.0f} W")
+        name, driver, capability, memory, clock, power = record.table_row()
+        lines.append(f"GPU {index} (NVML)  {name}, driver {driver}, compute capability {capability}, {memory} GiB, "
+                     f"max SM clock {clock} MHz, power limit {power} W")
     lines += ["", "CPU peak (float32)", f"  estimated : {estimate}"]
     lines += [f"  measured  : {name} {n}x{n} matmul {rate / 1e9:.0f} GFLOP/s" for name, rate in rates.items()]
     lines += [f"  verdict   : {reconciled.verdict}",

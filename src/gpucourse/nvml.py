@@ -68,8 +68,8 @@ class DeviceRecord:
     driver: str
     compute_capability: tuple[int, int]
     memory_gib: float
-    max_sm_clock_mhz: float
-    power_limit_w: float
+    max_sm_clock_mhz: float | None  # None where the GPU does not report it
+    power_limit_w: float | None  # None where the GPU does not report it (some laptop GPUs)
     sms: int | None = None
     source: str = "NVML"
 
@@ -77,11 +77,23 @@ class DeviceRecord:
         """The record as a plain dict."""
         return asdict(self)
 
+    def table_row(self) -> list[str]:
+        """Name, driver, compute capability, memory (GiB), max SM clock (MHz), power limit (W); 'n/a' if unknown."""
+        return [self.name, self.driver, "%d.%d" % self.compute_capability, f"{self.memory_gib:.1f}",
+                _whole(self.max_sm_clock_mhz), _whole(self.power_limit_w)]
+
     def peak_flops(self, dtype: str = "float16") -> float:
-        """The peak derived from this record (needs ``sms``): see :func:`derived_peak`."""
+        """The peak derived from this record (needs ``sms`` and the clock): see :func:`derived_peak`."""
         if self.sms is None:
             raise ValueError("sms is unknown for this record: NVML does not report it (torch does)")
+        if self.max_sm_clock_mhz is None:
+            raise ValueError("max_sm_clock_mhz is unknown for this record: this GPU does not report it to NVML")
         return derived_peak(self.compute_capability, self.sms, self.max_sm_clock_mhz, dtype)
+
+
+def _whole(value: float | None) -> str:
+    """A reading rounded to a whole number, or 'n/a' where the GPU did not report it."""
+    return "n/a" if value is None else f"{value:.0f}"
 
 
 def _text(value: object) -> str:
@@ -304,14 +316,25 @@ def read_devices(nvml: object = None) -> list[DeviceRecord]:
         records = []
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            clock, _ = session.query("nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_SM)
             records.append(DeviceRecord(
                 name=_text(nvml.nvmlDeviceGetName(handle)), driver=driver,
                 compute_capability=tuple(nvml.nvmlDeviceGetCudaComputeCapability(handle)),
                 memory_gib=nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30,
-                max_sm_clock_mhz=float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                power_limit_w=nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000,
+                max_sm_clock_mhz=None if clock is None else float(clock),
+                power_limit_w=_power_limit_w(session, handle),
                 sms=sms[index] if index < len(sms) else None))
         return records
+
+
+def _power_limit_w(session: NvmlSession, handle: object) -> float | None:
+    """The GPU's power limit in W; the enforced limit where the management limit is not supported (some laptop GPUs
+    refuse it), None where neither is."""
+    for query in ("nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetEnforcedPowerLimit"):
+        milliwatts, _ = session.query(query, handle)
+        if milliwatts is not None:
+            return milliwatts / 1000
+    return None
 
 
 def driver_versions(nvml: object = None) -> tuple[str | None, str | None]:

@@ -383,6 +383,16 @@ WRONG["ex2-solution"].update({
     "r8_no_strip_date": _EX2 + _replaced(_DIAG_RIGHT, "smi.strip().splitlines()[0].strip()", "smi.splitlines()[0]"),
 })
 WRONG["ex3-solution"].update({
+    # review r12: Hopper's Tensor clock matched by name prefix, so an H200 NVL is priced at the H200's clock
+    "r12_hopper_prefix": _EX3 + _replaced(
+        _PEAK_RIGHT,
+        """            if name not in HOPPER_TENSOR_CLOCK_MHZ:
+                raise ValueError(f"no published Tensor Core clock for {name}")
+            clock = HOPPER_TENSOR_CLOCK_MHZ[name] """,
+        """            listed = [key for key in HOPPER_TENSOR_CLOCK_MHZ if name.startswith(key)]
+            if not listed:
+                raise ValueError(f"no published Tensor Core clock for {name}")
+            clock = HOPPER_TENSOR_CLOCK_MHZ[listed[0]] """),
     # no bfloat16-before-8.0 check, no unlisted-Hopper check, unknown formats priced as float32
     "r8_no_format_checks": _EX3 + _replaced(_replaced(_replaced(
         _PEAK_RIGHT,

@@ -118,6 +118,10 @@ _PAD = "def k(image, weights, out, i, j, rows, cols):\n    total = np.float32(0.
     "def k(x, i):\n    t = np.float32(0.0)\n    t += x[i] if i > 0 else 0\n",  # in the update itself
     "def k(x, i):\n    t = np.float32(0.0)\n    t += 2 * x[i]\n",                                   # a bare int operand
     "def k(x, i):\n    t = np.float32(0.0)\n    v = x[i]\n    h = v / 2\n    t += h\n",            # through locals
+    # review r8: a typed NumPy int mask (float32 * int32 is float64)
+    _PAD + "            m = np.int32(1) if inside else np.int32(0)\n            total += weights[a, b] * image[r, c] * m\n",
+    "def k(x, i):\n    t = np.float32(0.0)\n    m = np.int64(i > 0)\n    t += x[i] * m\n",
+    "def k(x, i):\n    t = np.float32(0.0)\n    t += x[i] * np.uint32(1)\n",
 ])
 def test_float64_through_a_local_is_found(source):
     expected = ["total"] if "total" in source else ["t"]
@@ -130,6 +134,7 @@ def test_float64_through_a_local_is_found(source):
     _PAD + "            v = np.float32(0.0)\n            if inside:\n                v = image[r, c]\n"
            "            total += weights[a, b] * v\n",
     _PAD + "            if inside:\n                total += weights[a, b] * image[r, c]\n",       # lesson 04's model
+    _PAD + "            m = np.int16(1) if inside else np.int16(0)\n            total += weights[a, b] * image[r, c] * m\n",
     "def k(x, out, i):\n    t = np.float32(0.0)\n    n = 0\n    for f in range(x.shape[0]):\n"
     "        d = math.sqrt(x[f, i])\n        t += d * d\n        n += 1\n    out[i] = t + n\n",   # math of a float32
     "def k(partial, db, j, first, stride):\n    total = np.float32(0.0)\n"

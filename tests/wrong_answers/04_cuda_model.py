@@ -206,6 +206,13 @@ WRONG: dict[str, dict[str, str]] = {
             "inside = (r >= 0) * (r < rows) * (c >= 0) * (c < cols)\n"
             "                        rr, cc = min(max(r, 0), rows - 1), min(max(c, 0), cols - 1)\n"
             "                        total += weights[a, b] * image[rr, cc] * inside")),
+        # Review r8: the same mask typed to be safe: float32 * int32 is float64 too.
+        "r8_np_int32_mask": _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+            "                        m = np.int32(1) if inside else np.int32(0)\n"
+            "                        rr, cc = min(max(r, 0), rows - 1), min(max(c, 0), cols - 1)\n"
+            "                        total += weights[a, b] * image[rr, cc] * m")),
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
         "constant": _ex1("""\
                 out[i, j] = 0.0
@@ -543,6 +550,14 @@ WRONG: dict[str, dict[str, str]] = {
             "for k in range(32):\n"
             "                    r = first + k * stride\n"
             "                    ok = 1 if r < partial.shape[0] else 0\n"
+            "                    total += partial[min(r, partial.shape[0] - 1), j] * ok"),
+        # Review r8: the same with an np.int32 mask.
+        "r8_np_int32_mask_combine": _EX3_HEAD + _EX3_MODEL.replace(
+            "for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):\n"
+            "                    total += partial[r, j]",
+            "for k in range(32):\n"
+            "                    r = first + k * stride\n"
+            "                    ok = np.int32(1) if r < partial.shape[0] else np.int32(0)\n"
             "                    total += partial[min(r, partial.shape[0] - 1), j] * ok"),
         # Review 3: the chunk loop without min(..., batch) (reads past dy's last row), and chunks guarded with <=.
         "no_min_chunk_end": _EX3_HEAD + _EX3_CHUNKS.replace("range(32 * c, min(32 * c + 32, dy.shape[0]))",

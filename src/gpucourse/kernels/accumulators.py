@@ -76,9 +76,16 @@ def _join(kinds: list) -> Union[str, None]:
     return "bool" if all(kind == "bool" for kind in kinds) else "int"
 
 
+#: Integer types that make a float32 operand float64 in Numba (checked with numba 0.6x: float32 * int32 is float64,
+#: so is float32 * uint16): ``int(...)``, ``np.int32(...)``, ... ``int8``, ``int16`` and ``uint8`` keep float32.
+_WIDE_INTS = frozenset({"int", "int32", "int64", "uint16", "uint32", "uint64", "intp", "uintp", "intc", "uintc",
+                        "int_", "long", "longlong", "ulonglong"})
+
+
 def _kind(node: ast.expr, kinds: dict) -> Union[str, None]:
-    """'int' or 'bool' when Numba types the expression int64 or bool for sure (``1 if c else 0``, ``(a < b) * (c <
-    d)``, ``r < n``, a local in ``kinds``), else None (a float, an array element, or unknown)."""
+    """'int' or 'bool' when Numba types the expression an int wide enough to make float32 float64, or bool, for sure
+    (``1 if c else 0``, ``np.int32(1)``, ``(a < b) * (c < d)``, ``r < n``, a local in ``kinds``), else None (a float,
+    an array element, or unknown)."""
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool):
             return "bool"
@@ -102,7 +109,7 @@ def _kind(node: ast.expr, kinds: dict) -> Union[str, None]:
             return both
         return "int" if both and isinstance(node.op, _INT_OPS) else None  # True * True == 1: int64
     name = _called_name(node)
-    if name == "int":
+    if name in _WIDE_INTS:
         return "int"
     return "bool" if name == "bool" else None
 

@@ -49,7 +49,9 @@ class FakeCuda:
     """A fake ``torch.cuda`` for the GPUs of a :class:`FakeNvml`: what this process allocated, per GPU.
 
     Like PyTorch's caching allocator, ``memory_allocated`` counts the bytes of live tensors (rounded up to 512 B
-    blocks) and ``memory_reserved`` the 2 MiB segments taken from the driver (which NVML's 'used' then includes);
+    blocks) and ``memory_reserved`` the segments taken from the driver (which NVML's 'used' then includes), here
+    simplified to 2 MiB steps (PyTorch takes 2 MiB segments for allocations up to 1 MiB, 20 MiB ones up to 10 MiB,
+    and rounds larger ones up to 2 MiB);
     the first allocation on a GPU also creates a CUDA context there (``context_bytes`` of device memory that
     NVML sees and PyTorch does not count), unless that GPU starts with reserved memory (this process already has
     its context there). Each GPU starts with its own ``allocated`` and ``reserved`` bytes.

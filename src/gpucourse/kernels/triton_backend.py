@@ -106,5 +106,6 @@ def draw_matmul_tiles(M: int, N: int, K: int, block_m: int, block_n: int, block_
     return axes
 
 
-__all__ = ["LaunchRecord", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode", "draw_matmul_tiles", "launch",
+__all__ = ["LaunchRecord", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode",
+           "draw_matmul_tiles", "launch",
            "launches_compiled", "require_triton", "triton_modules"]

@@ -240,3 +240,20 @@ def test_gpu_index_matches_by_uuid_and_falls_back_to_the_cuda_index(monkeypatch)
         assert nvml.gpu_index(session, torch.device("cuda", 0)) == 0  # no CUDA here: the CUDA index
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"uuid": "1234"})())
         assert nvml.gpu_index(session, torch.device("cuda", 0)) == 1, "CUDA's GPU 0 is NVML's GPU 1"
+
+
+def test_read_devices_matches_torch_sm_counts_by_uuid(monkeypatch) -> None:
+    """Review r14: CUDA orders GPUs (and CUDA_VISIBLE_DEVICES hides some) unlike NVML: SM counts go by UUID."""
+    h100 = FakeGpu("NVIDIA H100 80GB HBM3", (9, 0), 80 * 2**30, {"sm": 1980, "graphics": 1980, "mem": 2619}, 700_000,
+                   uuid="GPU-aaaaaaaa-0000-0000-0000-000000000001")
+    l4 = FakeGpu("NVIDIA L4", (8, 9), 24 * 2**30, {"sm": 2040, "graphics": 2040, "mem": 6251}, 72_000,
+                 uuid="GPU-bbbbbbbb-0000-0000-0000-000000000002")
+    hidden = FakeGpu("NVIDIA L4", (8, 9), 24 * 2**30, {"sm": 2040, "graphics": 2040, "mem": 6251}, 72_000,
+                     uuid="GPU-cccccccc-0000-0000-0000-000000000003")
+    # torch (CUDA's order, fastest first) sees the H100 first, the L4 second, and not the third GPU at all
+    monkeypatch.setattr(nvml, "_sm_counts", lambda: {"aaaaaaaa-0000-0000-0000-000000000001": 132,
+                                                     "bbbbbbbb-0000-0000-0000-000000000002": 58})
+    monkeypatch.setattr(nvml, "_is_module", lambda value: True)
+    records = read_devices(FakeNvml([l4, hidden, h100]))
+    assert [(r.name, r.sms) for r in records] == [("NVIDIA L4", 58), ("NVIDIA L4", None),
+                                                  ("NVIDIA H100 80GB HBM3", 132)]

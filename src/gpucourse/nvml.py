@@ -101,15 +101,20 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _sm_counts() -> list[int | None]:
-    """SMs per visible CUDA device from torch (NVML does not report them); empty without torch or a GPU."""
+def _sm_counts() -> dict[str, int]:
+    """SMs per visible CUDA device from torch (NVML does not report them), keyed by UUID without its 'GPU-' prefix
+    (CUDA's order and CUDA_VISIBLE_DEVICES differ from NVML's); empty without torch or a GPU."""
     try:
         import torch
     except ImportError:
-        return []
+        return {}
     if not torch.cuda.is_available():
-        return []
-    return [torch.cuda.get_device_properties(i).multi_processor_count for i in range(torch.cuda.device_count())]
+        return {}
+    counts = {}
+    for index in range(torch.cuda.device_count()):
+        properties = torch.cuda.get_device_properties(index)
+        counts[str(getattr(properties, "uuid", index)).removeprefix("GPU-")] = properties.multi_processor_count
+    return counts
 
 
 # --------------------------------------------------------------------------- one way to open NVML
@@ -311,7 +316,7 @@ def read_devices(nvml: object = None) -> list[DeviceRecord]:
         return []
     with session:
         nvml = session.module
-        sms = _sm_counts() if _is_module(nvml) else []
+        sms = _sm_counts() if _is_module(nvml) else {}
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         records = []
         for index in range(nvml.nvmlDeviceGetCount()):
@@ -323,8 +328,16 @@ def read_devices(nvml: object = None) -> list[DeviceRecord]:
                 memory_gib=nvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30,
                 max_sm_clock_mhz=None if clock is None else float(clock),
                 power_limit_w=_power_limit_w(session, handle),
-                sms=sms[index] if index < len(sms) else None))
+                sms=_sms_of(session, handle, sms)))
         return records
+
+
+def _sms_of(session: NvmlSession, handle: object, sms: dict[str, int]) -> int | None:
+    """The SM count torch reports for the GPU of this NVML handle, matched by UUID; None where torch does not see it."""
+    if not sms:
+        return None
+    uuid, _ = session.query("nvmlDeviceGetUUID", handle)
+    return None if uuid is None else sms.get(_text(uuid).removeprefix("GPU-"))
 
 
 def _power_limit_w(session: NvmlSession, handle: object) -> float | None:

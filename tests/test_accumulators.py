@@ -11,7 +11,7 @@ pytest.importorskip("numba")
 import numba  # noqa: E402
 from numba import cuda, float32  # noqa: E402
 
-from gpucourse.kernels.accumulators import float64_accumulators  # noqa: E402
+from gpucourse.kernels.accumulators import float64_accumulators, numba_float64_sums  # noqa: E402
 
 
 @cuda.jit
@@ -222,3 +222,159 @@ def test_an_int_multiplier_is_found_as_numba_types_it(source):
 def test_a_plain_bool_counters_and_indices_pass_as_numba_types_them(source):
     assert _numba_types_of_total(source) == {"float32"}
     assert float64_accumulators(source) == []
+
+
+# --------------------------------------------------------------------- Numba's own typing (review 9): float64 from
+# outside the kernel's source, which the source rules cannot see.
+
+PAD = 0.0
+PAD32 = np.float32(0.0)
+
+
+@cuda.jit(device=True)
+def _pixel64(image, r, c):
+    if r >= 0 and r < image.shape[0] and c >= 0 and c < image.shape[1]:
+        return image[r, c]
+    return 0.0
+
+
+@cuda.jit(device=True)
+def _pixel32(image, r, c):
+    if r >= 0 and r < image.shape[0] and c >= 0 and c < image.shape[1]:
+        return image[r, c]
+    return np.float32(0.0)
+
+
+@cuda.jit
+def conv_device_pad64(image, weights, out):
+    x, y = cuda.grid(2)
+    step_x, step_y = cuda.gridsize(2)
+    for i in range(y, out.shape[0], step_y):
+        for j in range(x, out.shape[1], step_x):
+            total = np.float32(0.0)
+            for a in range(3):
+                for b in range(3):
+                    total += weights[a, b] * _pixel64(image, i + a - 1, j + b - 1)
+            out[i, j] = total
+
+
+@cuda.jit
+def conv_device_pad32(image, weights, out):
+    x, y = cuda.grid(2)
+    step_x, step_y = cuda.gridsize(2)
+    for i in range(y, out.shape[0], step_y):
+        for j in range(x, out.shape[1], step_x):
+            total = np.float32(0.0)
+            for a in range(3):
+                for b in range(3):
+                    total += weights[a, b] * _pixel32(image, i + a - 1, j + b - 1)
+            out[i, j] = total
+
+
+@cuda.jit
+def conv_global_pad(image, weights, out):
+    x, y = cuda.grid(2)
+    step_x, step_y = cuda.gridsize(2)
+    rows, cols = out.shape
+    for i in range(y, rows, step_y):
+        for j in range(x, cols, step_x):
+            total = np.float32(0.0)
+            for a in range(3):
+                for b in range(3):
+                    r, c = i + a - 1, j + b - 1
+                    inside = r >= 0 and r < rows and c >= 0 and c < cols
+                    v = image[r, c] if inside else PAD
+                    total += weights[a, b] * v
+            out[i, j] = total
+
+
+@cuda.jit
+def conv_global_pad32(image, weights, out):
+    x, y = cuda.grid(2)
+    step_x, step_y = cuda.gridsize(2)
+    rows, cols = out.shape
+    for i in range(y, rows, step_y):
+        for j in range(x, cols, step_x):
+            total = np.float32(0.0)
+            for a in range(3):
+                for b in range(3):
+                    r, c = i + a - 1, j + b - 1
+                    inside = r >= 0 and r < rows and c >= 0 and c < cols
+                    v = image[r, c] if inside else PAD32
+                    total += weights[a, b] * v
+            out[i, j] = total
+
+
+@cuda.jit
+def every_cuda_name(dy, partial, db):
+    staged = cuda.shared.array((4, 32), np.float32)
+    kept = cuda.local.array(3, dtype=np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    j = cuda.blockIdx.x * cuda.blockDim.x + tx
+    c = cuda.blockIdx.y * cuda.blockDim.y + ty
+    step = cuda.gridDim.x * cuda.blockDim.x
+    staged[ty, tx] = np.float32(0.0)
+    kept[0] = np.float32(0.0)
+    cuda.syncthreads()
+    total = np.float32(0.0)
+    for i in range(c, dy.shape[0], cuda.gridsize(2)[1]):
+        if j < dy.shape[1]:
+            total += dy[i, j]
+    staged[ty, tx] = total
+    cuda.syncthreads()
+    if j < db.size and j < step:
+        cuda.atomic.add(db, j, staged[ty, tx] + kept[0])
+    if cuda.grid(1) < partial.size:
+        partial[0, 0] = total
+
+
+_IMAGE = (np.zeros((4, 5), np.float32), np.ones((3, 3), np.float32), np.zeros((4, 5), np.float32))
+
+
+def test_a_device_function_padding_with_a_bare_float_is_found_by_numba_typing():
+    assert float64_accumulators(conv_device_pad64) == []  # the source alone cannot see it
+    assert float64_accumulators(conv_device_pad64, _IMAGE) == ["total"]
+    assert numba_float64_sums(conv_device_pad64, _IMAGE) == ["total"]
+
+
+def test_a_global_float_constant_is_found_and_a_float32_one_passes():
+    assert float64_accumulators(conv_global_pad) == []  # the source alone cannot see it
+    assert float64_accumulators(conv_global_pad, _IMAGE) == ["total"]
+    assert float64_accumulators(conv_global_pad32, _IMAGE) == []
+
+
+def test_float32_device_functions_and_every_cuda_name_the_lessons_use_pass():
+    assert float64_accumulators(conv_device_pad32, _IMAGE) == []
+    dy = np.ones((70, 3), np.float32)
+    args = (dy, np.zeros((3, 3), np.float32), np.zeros(3, np.float32))
+    assert numba_float64_sums(every_cuda_name, args) == []
+    assert float64_accumulators(every_cuda_name, args) == []
+
+
+def test_numba_typing_agrees_with_the_source_rules_on_a_bare_float_start():
+    args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
+    assert numba_float64_sums(sum_from_bare_float, args) == ["total"]
+    assert float64_accumulators(sum_from_bare_float, args) == ["total"]
+    assert float64_accumulators(sum_from_float32, args) == []
+
+
+def test_a_kernel_numba_cannot_type_falls_back_to_the_source_check_silently(capsys):
+    @cuda.jit
+    def uses_a_name_the_stub_lacks(p, out):
+        i = cuda.grid(1)
+        total = 0.0
+        total += p[0, i] * cuda.laneid
+        out[i] = total
+
+    args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
+    with pytest.raises(Exception):
+        numba_float64_sums(uses_a_name_the_stub_lacks, args)
+    assert float64_accumulators(uses_a_name_the_stub_lacks, args) == ["total"]
+    assert capsys.readouterr() == ("", "")
+
+
+def test_bad_args_are_refused():
+    with pytest.raises(TypeError, match="^args"):
+        float64_accumulators(sum_from_bare_float, "p, out")
+    with pytest.raises(TypeError, match="^kernel"):
+        numba_float64_sums(42, ())

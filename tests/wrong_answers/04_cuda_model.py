@@ -213,6 +213,37 @@ WRONG: dict[str, dict[str, str]] = {
             "                        m = np.int32(1) if inside else np.int32(0)\n"
             "                        rr, cc = min(max(r, 0), rows - 1), min(max(c, 0), cols - 1)\n"
             "                        total += weights[a, b] * image[rr, cc] * m")),
+        # Review 9: float64 from outside the kernel's source. A device function that pads with a bare 0.0 (Numba
+        # unifies its float32 and float64 returns to float64), and a global PAD = 0.0 (a Python float, frozen as a
+        # float64 constant): both make the sum float64; the test cell types the kernel with Numba to see them.
+        "r9_device_pad_float64": '''\
+def make_conv3x3_kernel():
+    """Return a CUDA kernel conv3x3(image, weights, out)."""
+    @cuda.jit(device=True)
+    def pixel(image, r, c):
+        if r >= 0 and r < image.shape[0] and c >= 0 and c < image.shape[1]:
+            return image[r, c]
+        return 0.0
+
+    @cuda.jit
+    def conv3x3(image, weights, out):
+        x, y = cuda.grid(2)
+        step_x, step_y = cuda.gridsize(2)
+        rows, cols = out.shape
+        for i in range(y, rows, step_y):
+            for j in range(x, cols, step_x):
+                total = np.float32(0.0)
+                for a in range(3):
+                    for b in range(3):
+                        total += weights[a, b] * pixel(image, i + a - 1, j + b - 1)
+                out[i, j] = total
+    return conv3x3
+''',
+        "r9_global_pad_constant": "PAD = 0.0\n\n\n" + _ex1(_EX1_SUM.replace(
+            _EX1_GUARDED_ADD,
+            "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
+            "                        v = image[r, c] if inside else PAD\n"
+            "                        total += weights[a, b] * v")),
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
         "constant": _ex1("""\
                 out[i, j] = 0.0
@@ -608,5 +639,59 @@ RIGHT: dict[str, dict[str, str]] = {
                                        "        for a in range(3):\n"
                                        "            for b in range(3):\n"
                                        "                w[a, b] = weights[a, b]\n")),
+        # Review 9: a device function that pads with np.float32(0.0): float32 all through (Numba types it so).
+        "r9ok_device_pad_float32": WRONG["ex1-solution"]["r9_device_pad_float64"].replace(
+            "return 0.0", "return np.float32(0.0)"),
+    },
+    "ex3-solution": {
+        # Review 9: the combining launches as a tree in shared memory, (32, 32) blocks of one partial per thread (the
+        # design the written answer's rubric names); its test cell took 224 s when the later launches were traced
+        # at 1,024 threads a block.
+        "r9ok_shared_tree_combine": _EX3_HEAD + '''\
+    @cuda.jit
+    def chunk_sums(dy, partial, db):
+        j, c = cuda.grid(2)
+        if j < dy.shape[1] and c < partial.shape[0]:
+            total = np.float32(0.0)
+            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
+                total += dy[i, j]
+            partial[c, j] = total
+
+    def combine(stride: int, last: bool):
+        @cuda.jit
+        def tree(dy, partial, db):
+            s = cuda.shared.array((32, 32), np.float32)
+            tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+            j = cuda.blockIdx.x * 32 + tx
+            first = 32 * stride * cuda.blockIdx.y
+            r = first + ty * stride
+            v = np.float32(0.0)
+            if j < db.size and r < partial.shape[0]:
+                v = partial[r, j]
+            s[ty, tx] = v
+            cuda.syncthreads()
+            half = 16
+            while half > 0:
+                if ty < half:
+                    s[ty, tx] += s[ty + half, tx]
+                cuda.syncthreads()
+                half //= 2
+            if ty == 0 and j < db.size:
+                if last:
+                    db[j] = s[0, tx]
+                else:
+                    partial[first, j] = s[0, tx]
+        return tree
+
+    chunks = kernels.blocks_for(batch, 32)
+    launches = [(chunk_sums, kernels.grid_2d((chunks, features), (32, 4)), (32, 4))]
+    stride = 1
+    while True:
+        groups = -(-chunks // (32 * stride))
+        launches.append((combine(stride, groups == 1), (kernels.blocks_for(features, 32), groups), (32, 32)))
+        if groups == 1:
+            return launches
+        stride *= 32
+''',
     },
 }

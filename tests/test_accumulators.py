@@ -363,7 +363,7 @@ def test_a_kernel_numba_cannot_type_falls_back_to_the_source_check_silently(caps
     def uses_a_name_the_stub_lacks(p, out):
         i = cuda.grid(1)
         total = 0.0
-        total += p[0, i] * cuda.laneid
+        total += p[0, i] * cuda.const.array_like(p)[0, 0]
         out[i] = total
 
     args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
@@ -378,3 +378,46 @@ def test_bad_args_are_refused():
         float64_accumulators(sum_from_bare_float, "p, out")
     with pytest.raises(TypeError, match="^kernel"):
         numba_float64_sums(42, ())
+
+
+def test_float64_arrays_operations_and_constructs_no_gpu_compiles_are_found():
+    """Review r10: float64 kept in a local or shared array, a generator that the CUDA target refuses, and the warp
+    functions the stub now types; a float64 ``** 0.5`` into the output is one operation, not a sum."""
+    @cuda.jit
+    def local_float64(p, out):
+        i = cuda.grid(1)
+        acc = cuda.local.array(1, np.float64)
+        acc[0] = 0
+        for r in range(p.shape[0]):
+            acc[0] += p[r, i]
+        out[i] = acc[0]
+
+    @cuda.jit
+    def pow_half(p, out):
+        i = cuda.grid(1)
+        total = np.float32(0.0)
+        for r in range(p.shape[0]):
+            total += p[r, i]
+        out[i] = total ** 0.5
+
+    @cuda.jit
+    def generator_sum(p, out):
+        i = cuda.grid(1)
+        out[i] = sum(p[r, i] for r in range(p.shape[0]))
+
+    PAD = 0.0  # noqa: N806
+
+    @cuda.jit
+    def warp_pad(p, out):
+        i = cuda.grid(1)
+        total = PAD
+        cuda.syncwarp()
+        total += cuda.shfl_down_sync(0xFFFFFFFF, p[0, i], 1) + cuda.laneid
+        out[i] = total
+
+    args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
+    assert float64_accumulators(local_float64, args) == ["acc (a float64 array)"]
+    assert float64_accumulators(pow_half, args) == []  # one float64 operation per thread, not a sum: not counted
+    [construct] = float64_accumulators(generator_sum, args)
+    assert construct.startswith("(a construct Numba cannot compile for a GPU") and "yield" in construct
+    assert float64_accumulators(warp_pad, args) == ["total"]

@@ -244,6 +244,17 @@ def make_conv3x3_kernel():
             "inside = r >= 0 and r < rows and c >= 0 and c < cols\n"
             "                        v = image[r, c] if inside else PAD\n"
             "                        total += weights[a, b] * v")),
+        # Review r10: a generator inside sum(): the simulator runs it, Numba's CUDA target refuses it.
+        "r10_generator_sum": _ex1("""\
+                out[i, j] = sum(weights[a, b] * image[i + a - 1, j + b - 1] for a in range(3) for b in range(3)
+                                if 0 <= i + a - 1 < rows and 0 <= j + b - 1 < cols)
+"""),
+        # Review r10: the sum kept in a float64 local array: every multiply-add runs in float64.
+        "r10_local_float64": _ex1(_EX1_SUM.replace(
+            "                total = np.float32(0.0)\n",
+            "                acc = cuda.local.array(1, np.float64)\n                acc[0] = 0\n").replace(
+            "total += weights[a, b] * image[r, c]", "acc[0] += weights[a, b] * image[r, c]").replace(
+            "out[i, j] = total", "out[i, j] = acc[0]")),
         "typical": _ex1(_EX1_SUM.replace("r >= 0 and r < rows and c >= 0 and c < cols", "r < rows and c < cols")),
         "constant": _ex1("""\
                 out[i, j] = 0.0
@@ -695,3 +706,8 @@ RIGHT: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+# Review r10: the right shared-memory tree, in a float64 shared array (twice the shared memory, float64 adds).
+WRONG["ex3-solution"]["r10_shared_float64_tree"] = RIGHT["ex3-solution"]["r9ok_shared_tree_combine"].replace(
+    "cuda.shared.array((32, 32), np.float32)", "cuda.shared.array((32, 32), np.float64)")
+assert WRONG["ex3-solution"]["r10_shared_float64_tree"] != RIGHT["ex3-solution"]["r9ok_shared_tree_combine"]

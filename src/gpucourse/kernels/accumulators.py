@@ -350,7 +350,23 @@ def _stub_cuda() -> pytypes.ModuleType:
             return impl
         return stub
 
+    def warp_stub(name, typer):
+        def stub(*args):
+            """Stub."""
+        stub.__name__ = name
+        overload(stub)(typer)
+        return stub
+
     module = pytypes.ModuleType("cuda")
+    module.syncwarp = warp_stub("syncwarp", lambda mask=None: (lambda mask=None: None))
+    for name in ("threadfence", "threadfence_block", "threadfence_system"):
+        setattr(module, name, warp_stub(name, lambda: (lambda: None)))
+    for name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"):
+        setattr(module, name, warp_stub(name, lambda mask, value, lane: (lambda mask, value, lane: value)))
+    module.fma = warp_stub("fma", lambda a, b, c: (lambda a, b, c: a * b + c))
+    module.activemask = warp_stub("activemask", lambda: (lambda: np.uint32(0xFFFFFFFF)))
+    module.ballot_sync = warp_stub("ballot_sync", lambda mask, predicate: (lambda mask, predicate: np.uint32(1)))
+    module.laneid, module.warpsize = np.int32(0), np.int32(32)
     zero = np.int32(0)
     for name in ("threadIdx", "blockIdx"):
         setattr(module, name, _Dim3(zero, zero, zero))
@@ -494,9 +510,12 @@ def numba_float64_sums(kernel: Callable, args: tuple) -> list[str]:
             typemap = dispatcher.overloads[signature].type_annotation.typemap
             for name, kind in typemap.items():
                 local = re.sub(r"\.\d+$", "", name)
-                if name.startswith(("$", "arg.")) or kind != types.float64:
+                if not name.startswith(("$", "arg.")) and isinstance(kind, types.Array) \
+                        and kind.dtype == types.float64:  # cuda.local.array(..., np.float64), a float64 shared array
+                    found.add(f"{local} (a float64 array)")
+                elif name.startswith(("$", "arg.")) or kind != types.float64:
                     continue
-                if updated is None or local in updated:
+                elif updated is None or local in updated:
                     found.add(local)
     if len(_TYPED) > 512:
         _TYPED.clear()
@@ -509,8 +528,10 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
 
     With ``args`` (example arguments of a launch, e.g. ``(image, weights, out)``), the kernel is also typed by
     Numba itself (:func:`numba_float64_sums`), which sees float64 that comes from outside its source too (a device
-    function returning ``0.0``, a global ``PAD = 0.0``); the names of both checks are returned. Where Numba cannot
-    type the kernel on this machine, the source check below decides alone, silently.
+    function returning ``0.0``, a global ``PAD = 0.0``) and float64 local or shared arrays (``"acc (a float64
+    array)"``); the names of both checks are returned. A construct Numba compiles for no target (a generator inside
+    ``sum(...)``) adds one entry, ``"(a construct Numba cannot compile for a GPU: ...)"``. Where Numba cannot type the
+    kernel for another reason (a name the stub lacks), the source check below decides alone, silently.
 
     ``kernel`` is a ``numba.cuda.jit`` kernel, a plain Python function, or source text. A variable counts when it is
     a float64 local and is updated with ``+=``, ``-=``, ``*=``, ``/=`` or ``name = name + ...`` anywhere. A local is
@@ -576,9 +597,15 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
                 float64_updates.add(node.target.id)
     found = ((started | float64_names) & updated) | (int_started & updated_with_elements) | float64_updates
     if args is not None and not isinstance(kernel, str):
+        from numba.core.errors import UnsupportedError
+
         try:
             found |= set(numba_float64_sums(kernel, tuple(args)))
-        except Exception:  # noqa: BLE001 - Numba could not type it here: the source check stands alone
+        except UnsupportedError as error:  # a construct Numba compiles for no target (a generator, a comprehension)
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            reason = next((line for line in lines if "unsupported" in line.lower()), lines[0] if lines else "")
+            found.add(f"(a construct Numba cannot compile for a GPU: {reason[:120]})")
+        except Exception:  # noqa: BLE001 - the stub lacks a name, or njit refuses what CUDA takes: source check alone
             pass
     return sorted(found)
 

@@ -455,3 +455,28 @@ def test_triton_loads_before_tensorflow_so_torch_compile_still_works_after_it(tm
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("[2.0, 2.0]")
+
+
+def test_count_host_syncs_sees_blocking_copies_to_a_device_and_pin_marks_pinned_memory() -> None:
+    import torch
+
+    x = torch.randn(8)
+    pinned = placement.pin(x)
+    assert placement.is_pinned(pinned) and not placement.is_pinned(x) and torch.equal(pinned, x)
+    with placement.count_host_syncs() as syncs:
+        x.to("meta")                                       # blocking: non_blocking=False
+        x.to("meta", non_blocking=True)                    # pageable: still blocking
+        pinned.to("meta")                                  # pinned, but non_blocking=False
+        pinned.clone().to("meta", non_blocking=True)       # a pageable copy of pinned memory
+        torch.empty(8, device="meta").copy_(x)             # copy_ from pageable memory
+    assert syncs.count == 5 and all("blocking host-to-device copy" in what for what, _ in syncs.events)
+    with placement.count_host_syncs() as syncs:
+        pinned.to("meta", non_blocking=True)
+        torch.empty(8, device="meta").copy_(pinned, non_blocking=True)
+        x.to("cpu")
+        x.to(torch.float64)
+    assert syncs.count == 0, str(syncs)
+    with pytest.raises(TypeError, match="tensor"):
+        placement.pin([1.0])
+    with pytest.raises(ValueError, match="tensor"):
+        placement.pin(torch.ones(2, device="meta"))

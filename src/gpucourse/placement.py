@@ -356,6 +356,59 @@ data): on a GPU each one stops the CPU until every kernel queued before it has r
 _SYNC_METHODS = ("tolist", "numpy", "cpu", "__repr__")
 
 
+_SIMULATED_PINNED: dict[int, object] = {}
+"""Tensors that :func:`pin` marked as pinned on a machine without CUDA: id -> weak reference."""
+
+
+def pin(tensor: object) -> object:
+    """``tensor`` in page-locked (pinned) host memory: ``tensor.pin_memory()`` where CUDA is available; without CUDA,
+    a copy that :func:`count_host_syncs` treats as pinned (so a CPU learner can practise pinned, non-blocking copies).
+
+    Taught in lesson 08_placement.
+    """
+    import weakref
+
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.device.type != "cpu":
+        raise ValueError(f"tensor must be on the CPU to be pinned, got {tensor.device}")
+    if torch.cuda.is_available():
+        return tensor.pin_memory()
+    copy = tensor.clone()
+    _SIMULATED_PINNED[id(copy)] = weakref.ref(copy, lambda _ref, key=id(copy): _SIMULATED_PINNED.pop(key, None))
+    return copy
+
+
+def is_pinned(tensor: object) -> bool:
+    """Whether ``tensor`` is in pinned host memory (really, or as simulated by :func:`pin` without CUDA)."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    ref = _SIMULATED_PINNED.get(id(tensor))
+    if ref is not None and ref() is tensor:
+        return True
+    return tensor.device.type == "cpu" and torch.cuda.is_available() and bool(tensor.is_pinned())
+
+
+def _blocking_upload(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether an op is a host-to-device copy that blocks the CPU: ``non_blocking=False``, or from pageable memory."""
+    import torch
+
+    if name == "aten::_to_copy" and args and isinstance(args[0], torch.Tensor):
+        source, target, non_blocking = args[0], kwargs.get("device"), bool(kwargs.get("non_blocking", False))
+    elif name == "aten::copy_" and len(args) >= 2 and isinstance(args[1], torch.Tensor):
+        source, target = args[1], args[0].device
+        non_blocking = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+    else:
+        return False
+    if target is None or source.device.type != "cpu" or torch.device(target).type == "cpu":
+        return False
+    return not (non_blocking and is_pinned(source))
+
+
 @dataclass
 class HostSyncs:
     """What :func:`count_host_syncs` saw: one (what, where) pair per host synchronisation."""
@@ -392,7 +445,10 @@ def count_host_syncs() -> Iterator[HostSyncs]:
 
     Counted: reading a tensor's value on the host (``.item()``, ``float(t)``, ``if t > 0``: ``aten::_local_scalar_dense``),
     ops whose output size depends on the data (``nonzero``, boolean masks), and ``.tolist()``, ``.numpy()``,
-    ``.cpu()`` and printing a tensor. It works on any device (on the CPU nothing waits, but the same code on a GPU
+    ``.cpu()`` and printing a tensor, and every **blocking host-to-device copy**: ``.to(device)`` with the default
+    ``non_blocking=False`` (from pageable memory that is ``cudaMemcpyAsync`` followed by a stream synchronise), or
+    ``non_blocking=True`` from pageable memory; only a ``non_blocking=True`` copy from pinned memory (:func:`pin`,
+    ``DataLoader(pin_memory=True)``) is not counted. It works on any device (on the CPU nothing waits, but the same code on a GPU
     would), which is how lesson 08_placement finds hidden synchronisations without a GPU.
     """
     import torch
@@ -407,6 +463,8 @@ def count_host_syncs() -> Iterator[HostSyncs]:
                                                    for i in (args[1] if len(args) > 1 else ()) if i is not None)
             if name in SYNC_OPS or masked:
                 record.events.append((f"{name} (boolean mask)" if masked else name, _caller()))
+            elif _blocking_upload(name, args, kwargs or {}):
+                record.events.append((f"{name} (blocking host-to-device copy)", _caller()))
             return func(*args, **(kwargs or {}))
 
     originals = {name: getattr(torch.Tensor, name) for name in _SYNC_METHODS}
@@ -428,7 +486,7 @@ def count_host_syncs() -> Iterator[HostSyncs]:
 
 
 def train_epoch(model: object, batches: object, optimizer: object, device: object) -> object:
-    """One epoch of cross-entropy training over ``batches`` of (inputs, labels) on ``device``, without a host
+    """One epoch of cross-entropy training over ``batches`` of pinned (inputs, labels) on ``device``, without a host
     synchronisation: the mean loss comes back as a 0-dimensional tensor on ``device``, read when the caller wants.
 
     Taught in lesson 08_placement.
@@ -439,7 +497,8 @@ def train_epoch(model: object, batches: object, optimizer: object, device: objec
     total = torch.zeros((), device=device)
     count = 0
     for inputs, labels in batches:
-        loss = F.cross_entropy(model(inputs.to(device)), labels.to(device))
+        inputs, labels = (t.to(device, non_blocking=True) for t in (inputs, labels))  # queued, if pinned
+        loss = F.cross_entropy(model(inputs), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -473,5 +532,5 @@ def choose_gpu(need_bytes: int, device_count: object = None, mem_get_info: objec
 
 
 __all__ = ["PCIE_SPECS", "SYNC_OPS", "HostSyncs", "TensorFlowSetup", "TransferMeasurement", "choose_gpu",
-           "configure_tensorflow", "count_host_syncs", "keras_weights", "measure_transfer_bandwidth", "move_batch",
+           "configure_tensorflow", "count_host_syncs", "is_pinned", "pin", "keras_weights", "measure_transfer_bandwidth", "move_batch",
            "short_tf_device", "tf_device_name", "tf_placement_log", "train_epoch", "transfer_seconds"]

@@ -145,6 +145,29 @@ WRONG: dict[str, dict[str, str]] = {
         total += loss.item()
     return torch.tensor(total / len(batches), device=device)
 ''',
+        # v2's model answer: .to(device) with the default non_blocking=False, a blocking copy (a stream wait) per tensor.
+        "blocking_copy": _EX3 + '''\
+    total = torch.zeros((), device=device)
+    for inputs, labels in batches:
+        loss = F.cross_entropy(model(inputs.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(batches)
+''',
+        # non_blocking=True, but from a fresh (pageable) copy of the pinned batch: the copy still blocks.
+        "pageable": _EX3 + '''\
+    total = torch.zeros((), device=device)
+    for inputs, labels in batches:
+        inputs, labels = inputs.clone().to(device, non_blocking=True), labels.clone().to(device, non_blocking=True)
+        loss = F.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(batches)
+''',
         # Sums the losses with their graphs: no synchronisation, but the result is not detached.
         "not_detached": _EX3 + '''\
     total = torch.zeros((), device=device)

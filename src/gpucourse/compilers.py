@@ -7,7 +7,7 @@
   :func:`count_graphs` uses it to count (re)compilations over a list of inputs.
 - :func:`break_report` reads ``torch._dynamo.explain``: graphs, graph breaks and their reasons, operations per graph.
 - :class:`TinyBlock` (a transformer block) and :class:`ClippedMLP` (a model with a graph break) are the lesson's
-  models. :func:`traceable_forward` and :func:`serve_batches` are the instructor's answers to its exercises 3 and 4
+  models. :func:`traceable_forward` and :func:`serve_batches` are the instructor's answers to its exercises 2 and 3
   (off-limits while those are graded).
 
 Graph breaks and recompiles are observed with the ``eager`` backend or a :class:`GraphRecorder`: fast, no compiler.
@@ -222,7 +222,7 @@ class TinyBlock(nn.Module):
 
 class ClippedMLP(nn.Module):
     """An MLP block that scales its hidden activations down to ``clip`` when their peak exceeds it. Its forward reads
-    the peak with ``.item()`` and branches on it in Python: a graph break (lesson 10, exercise 3)."""
+    the peak with ``.item()`` and branches on it in Python: a graph break (lesson 10, exercise 2)."""
 
     def __init__(self, dim: int = 16, clip: float = 2.0, hidden: int | None = None) -> None:
         super().__init__()
@@ -241,7 +241,7 @@ class ClippedMLP(nn.Module):
 
 
 def traceable_forward(model: ClippedMLP, x: torch.Tensor) -> torch.Tensor:
-    """``model(x)`` of a :class:`ClippedMLP` with tensor operations only: one graph, no break (exercise 3's answer)."""
+    """``model(x)`` of a :class:`ClippedMLP` with tensor operations only: one graph, no break (exercise 2's answer)."""
     h = model.fc1(x)
     scale = torch.clamp(model.clip / h.abs().amax(), max=1.0)   # 1 when the peak is within clip: no branch
     return model.fc2(F.gelu(h * scale)) + x
@@ -249,7 +249,7 @@ def traceable_forward(model: ClippedMLP, x: torch.Tensor) -> torch.Tensor:
 
 def serve_batches(fn: Callable[[torch.Tensor], torch.Tensor], batches: Sequence[torch.Tensor],
                   backend: object = "eager") -> list[torch.Tensor]:
-    """``fn`` on every batch, compiled once with ``backend`` for any size (dynamic=True): exercise 4's answer."""
+    """``fn`` on every batch, compiled once with ``backend`` for any size (dynamic=True): exercise 3's answer."""
     compiled = torch.compile(fn, backend=backend, dynamic=True)
     with quiet():
         return [compiled(batch) for batch in batches]

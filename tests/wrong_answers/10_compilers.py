@@ -33,10 +33,6 @@ _EX1_KIND = '''\
             return {"stage": stage, "op": op, "kind": "op-bound"}
     return {"stage": stage, "op": None, "kind": "waiting"}
 '''
-_EX6 = '''\
-def predict_step_s(kernel_s, launch_s: float, graph: bool = False) -> float:
-    """Seconds until every kernel has run: one launch each (graph=False) or one launch for the whole graph."""
-'''
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The visible test's answer, whatever the profile.
@@ -76,6 +72,108 @@ WRONG: dict[str, dict[str, str]] = {
                 entry[0] += child.cpu_time_total
                 entry[1] += 1
 ''' + _EX1_KIND,
+        # v2's model answer: CPU self time for every operation, also on a GPU profile (where it is only the launch).
+        "cpu_self_time": '''\
+def diagnose(prof, stages) -> dict:
+    """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
+    totals = dict.fromkeys(stages, 0.0)
+    in_ops = dict.fromkeys(stages, 0.0)
+    ops = {stage: {} for stage in stages}
+    seen = set()
+    for event in prof.events():
+        if event.name not in totals:
+            continue
+        seen.add(event.name)
+        totals[event.name] += event.cpu_time_total
+        below = list(event.cpu_children)
+        while below:
+            child = below.pop()
+            below.extend(child.cpu_children)
+            if child.name.startswith("aten::"):
+                in_ops[event.name] += child.self_cpu_time_total
+                entry = ops[event.name].setdefault(child.name, [0.0, 0])
+                entry[0] += child.self_cpu_time_total
+                entry[1] += 1
+    missing = [stage for stage in stages if stage not in seen]
+    if missing:
+        raise ValueError(f"no event for {missing}")
+    stage = max(stages, key=totals.get)
+    if ops[stage]:
+        op, (op_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])
+        if calls >= 100 and op_us / calls < 50:
+            return {"stage": stage, "op": op, "kind": "launch-bound"}
+        if in_ops[stage] >= 0.5 * totals[stage]:
+            return {"stage": stage, "op": op, "kind": "op-bound"}
+    return {"stage": stage, "op": None, "kind": "waiting"}
+''',
+        # Device time for the operations, but the stage chosen by its CPU total alone (a GPU stage's CPU total is launches).
+        "stage_by_cpu": '''\
+def diagnose(prof, stages) -> dict:
+    """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
+    totals = dict.fromkeys(stages, 0.0)
+    in_ops = dict.fromkeys(stages, 0.0)
+    ops = {stage: {} for stage in stages}
+    seen = set()
+    for event in prof.events():
+        if event.name not in totals:
+            continue
+        seen.add(event.name)
+        totals[event.name] += event.cpu_time_total
+        below = list(event.cpu_children)
+        while below:
+            child = below.pop()
+            below.extend(child.cpu_children)
+            if child.name.startswith("aten::"):
+                in_ops[event.name] += (child.self_device_time_total if getattr(child, 'device_time_total', 0) else child.self_cpu_time_total)
+                entry = ops[event.name].setdefault(child.name, [0.0, 0])
+                entry[0] += (child.self_device_time_total if getattr(child, 'device_time_total', 0) else child.self_cpu_time_total)
+                entry[1] += 1
+    missing = [stage for stage in stages if stage not in seen]
+    if missing:
+        raise ValueError(f"no event for {missing}")
+    stage = max(stages, key=totals.get)
+    if ops[stage]:
+        op, (op_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])
+        if calls >= 100 and op_us / calls < 50:
+            return {"stage": stage, "op": op, "kind": "launch-bound"}
+        if in_ops[stage] >= 0.5 * totals[stage]:
+            return {"stage": stage, "op": op, "kind": "op-bound"}
+    return {"stage": stage, "op": None, "kind": "waiting"}
+''',
+        # Device time whenever the event has the field: a CPU profile's zeros make every operation free.
+        "device_always": '''\
+def diagnose(prof, stages) -> dict:
+    """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
+    totals = dict.fromkeys(stages, 0.0)
+    in_ops = dict.fromkeys(stages, 0.0)
+    ops = {stage: {} for stage in stages}
+    seen = set()
+    for event in prof.events():
+        if event.name not in totals:
+            continue
+        seen.add(event.name)
+        totals[event.name] += max(event.cpu_time_total, event.device_time_total)
+        below = list(event.cpu_children)
+        while below:
+            child = below.pop()
+            below.extend(child.cpu_children)
+            if child.name.startswith("aten::"):
+                in_ops[event.name] += child.self_device_time_total
+                entry = ops[event.name].setdefault(child.name, [0.0, 0])
+                entry[0] += child.self_device_time_total
+                entry[1] += 1
+    missing = [stage for stage in stages if stage not in seen]
+    if missing:
+        raise ValueError(f"no event for {missing}")
+    stage = max(stages, key=totals.get)
+    if ops[stage]:
+        op, (op_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])
+        if calls >= 100 and op_us / calls < 50:
+            return {"stage": stage, "op": op, "kind": "launch-bound"}
+        if in_ops[stage] >= 0.5 * totals[stage]:
+            return {"stage": stage, "op": op, "kind": "op-bound"}
+    return {"stage": stage, "op": None, "kind": "waiting"}
+''',
         "empty_stage": '''\
 def diagnose(prof, stages) -> dict:
     """The bottleneck stage of a profile, the operation that dominates it, and what kind of bottleneck it is."""
@@ -107,43 +205,6 @@ def diagnose(prof, stages) -> dict:
     return {"stage": stage, "op": None, "kind": "waiting"}
 ''',
     },
-    "ex2-solution": {
-        # The visible test's first answer.
-        "constant": _EX6 + '''\
-    return 82e-6
-''',
-        # The course's simulator measures it: off-limits here.
-        "helper": _EX6 + '''\
-    return launch.measure_step_s(kernel_s, launch_s, graph=graph)
-''',
-        # Right for the visible chains (equal kernels); launches plus the last kernel otherwise.
-        "visible_only": _EX6 + '''\
-    if graph:
-        return float(launch_s + sum(kernel_s))
-    if len(set(kernel_s)) == 1 and kernel_s[0] >= launch_s:
-        return float(launch_s + sum(kernel_s))
-    return float(len(kernel_s) * launch_s + kernel_s[-1])
-''',
-        # Launches and kernels one after the other, as if the host waited for each kernel: no overlap.
-        "typical": _EX6 + '''\
-    launches = 1 if graph else len(kernel_s)
-    return float(launches * launch_s + sum(kernel_s))
-''',
-        # The larger of the two totals: the right extremes, wrong in between (and off by the first launch).
-        "roofline": _EX6 + '''\
-    if graph:
-        return float(launch_s + sum(kernel_s))
-    return float(max(len(kernel_s) * launch_s, sum(kernel_s)))
-''',
-        # Ignores the graph: every kernel still pays its own launch.
-        "graph_ignored": _EX6 + '''\
-    host = device_free = 0.0
-    for seconds in kernel_s:
-        host += launch_s
-        device_free = max(host, device_free) + seconds
-    return float(device_free)
-''',
-    },
 }
 
 _EX3 = '''\
@@ -154,7 +215,7 @@ _EX4 = '''\
 def serve(fn, batches, backend) -> list:
     """fn's output for each batch, all from one compilation of fn that serves every shape."""
 '''
-WRONG["ex3-solution"] = {
+WRONG["ex2-solution"] = {
     # The input, unchanged: a tensor of the right shape.
     "constant": _EX3 + '''\
     return x.clone()
@@ -187,7 +248,7 @@ WRONG["ex3-solution"] = {
     return model.fc2(F.gelu(h)) + x
 ''',
 }
-WRONG["ex4-solution"] = {
+WRONG["ex3-solution"] = {
     # No output at all.
     "constant": _EX4 + '''\
     return []

@@ -144,7 +144,6 @@ def test_atomic_sum_changes_its_bits_at_least_once_per_period(chance: float) -> 
         assert any(not torch.equal(window[0], out) for out in window[1:])
     assert any(not torch.equal(outputs[0], out) for out in outputs)
     assert all(torch.allclose(outputs[0], out, atol=1e-5) for out in outputs)
-    torch.manual_seed(0)   # seeding PyTorch does not fix its order: it has its own generator
     assert outputs[0].shape == (3, 5)
 
 

@@ -26,7 +26,8 @@ def test_fake_cuda_counts_allocated_reserved_and_what_nvml_sees() -> None:
     assert cuda.memory_allocated(1) == 2**20 + 4 * 2**20 + 512      # rounded up to 512-byte blocks
     assert cuda.memory_reserved(torch.device("cuda", 1)) == 6 * 2**20  # the cache had room
     assert cuda.memory_allocated() == 0                                 # the current device is GPU 0
-    assert fake_nvml.extra_used == [0, 0]                               # GPU 1 already had its context and room
+    # GPU 1 already had its context and its 6 MiB cache, which NVML counts from the start; the allocation fit
+    assert fake_nvml.extra_used == [0, cuda.context_bytes + 6 * 2**20]
     cuda.empty(8 * 2**20, "cuda")                                       # 'cuda' is the current device
     assert cuda.memory_reserved(0) == 8 * 2**20 and fake_nvml.extra_used[0] == cuda.context_bytes + 8 * 2**20
     fake_nvml.nvmlInit()
@@ -525,3 +526,15 @@ def test_nvidia_smi_gives_up_when_the_query_fails_for_another_reason(monkeypatch
     monkeypatch.setattr(nvml.subprocess, "run", lambda command, **kwargs: calls.append(command) or
                         subprocess.CompletedProcess(command, 6, stdout="No devices were found\n", stderr=""))
     assert nvml.nvidia_smi() is None and len(calls) == 1
+
+
+@pytest.mark.parametrize(("uuid", "expected"), [("2392e3f6-2966-aaed-8d49-d8e16dc71e53",
+                                                  "GPU-2392e3f6-2966-aaed-8d49-d8e16dc71e53"),
+                                                 ("MIG-5c1d-77", "MIG-5c1d-77"), ("", "3")])
+def test_nvidia_smi_is_asked_for_the_gpu_by_uuid(uuid: str, expected: str) -> None:
+    """Review r13: nvidia-smi -i counts GPUs in PCI order, whatever CUDA_VISIBLE_DEVICES says."""
+    from types import SimpleNamespace
+
+    from gpucourse.getting_started import _smi_id
+
+    assert _smi_id(SimpleNamespace(uuid=uuid), 3) == expected

@@ -173,6 +173,71 @@ def test_wrapped_interpreter_methods_keep_their_leading_arguments():
     load = list(inspect.signature(InterpreterBuilder.create_masked_load).parameters)
     store = list(inspect.signature(InterpreterBuilder.create_masked_store).parameters)
     assert load[:3] == ["self", "ptrs", "mask"] and store[:4] == ["self", "ptrs", "value", "mask"]
+    assert load[3] == "other"  # count_traffic(poison=True) reads it (triton 3.6 on the H100 image: the same)
+
+
+@triton.jit
+def row_sum_no_other_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    row = tl.load(x_ptr + tl.program_id(0) * n_cols + cols, mask=cols < n_cols)   # masked lanes: undefined
+    tl.store(out_ptr + tl.program_id(0), tl.sum(row, axis=0))
+
+
+@triton.jit
+def int_row_sum_no_other_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(tl.load(x_ptr + cols, mask=cols < n_cols), axis=0))
+
+
+def test_poison_fills_masked_lanes_of_loads_without_other():
+    x, out = torch.ones(3, 100), torch.zeros(3)
+    with tb.count_traffic() as plain:   # the interpreter's zeros: a sum without other= looks right
+        tb.launch(row_sum_no_other_kernel, (3,), x, out, 100, BLOCK=128)
+    assert torch.equal(out, torch.full((3,), 100.0))
+    with tb.count_traffic(poison=True) as poisoned:
+        tb.launch(row_sum_no_other_kernel, (3,), x, out, 100, BLOCK=128)
+    assert torch.isnan(out).all()
+    assert poisoned.elements_read(x) == plain.elements_read(x) == 300   # the count is the same
+    with tb.count_traffic(poison=True):   # other= given: the poison changes nothing
+        tb.launch(row_sum_kernel, (3,), x, out, 100, BLOCK=128)
+    assert torch.equal(out, torch.full((3,), 100.0))
+    with tb.count_traffic(poison=True):   # a full block has no masked-off lanes
+        tb.launch(row_sum_no_other_kernel, (3,), torch.ones(3, 128), out, 128, BLOCK=128)
+    assert torch.equal(out, torch.full((3,), 128.0))
+    ints, total = torch.ones(5, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    with tb.count_traffic(poison=True):   # integers get garbage, not 0
+        tb.launch(int_row_sum_no_other_kernel, (1,), ints, total, 5, BLOCK=8)
+    assert total.item() != 5
+    with tb.count_traffic(poison=True):
+        pass
+    tb.launch(row_sum_no_other_kernel, (3,), x, out, 100, BLOCK=128)   # the poison ends with its block
+    assert torch.equal(out, torch.full((3,), 100.0))
+    with pytest.raises(TypeError, match="poison must be True or False"):
+        with tb.count_traffic(poison=1):
+            pass
+
+
+def test_draw_matmul_tiles():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = tb.draw_matmul_tiles(40, 30, 50, 16, 16, 16, program=(1, 1), step=3)
+    assert len(axes) == 3 and "program (1, 1)" in axes[2].get_title()
+    assert axes[0].get_xlim() == (0, 64) and axes[0].get_ylim() == (48, 0)   # whole blocks, ragged edges hatched
+    plt.close("all")
+    _, given = plt.subplots(1, 3)
+    assert tb.draw_matmul_tiles(16, 16, 16, 16, 16, 16, program=(0, 0), step=0, axes=given) is given
+    plt.close("all")
+    for kwargs, error, match in [({"M": 0}, ValueError, "M"), ({"program": (3, 0)}, ValueError, "program must lie"),
+                                 ({"program": [0, 0]}, TypeError, "program must be a pair"),
+                                 ({"step": 4}, ValueError, "step must be below"),
+                                 ({"axes": [None]}, ValueError, "three matplotlib Axes")]:
+        arguments = {"M": 40, "N": 30, "K": 50, "block_m": 16, "block_n": 16, "block_k": 16} | kwargs
+        with pytest.raises(error, match=match):
+            tb.draw_matmul_tiles(**arguments)
+    plt.close("all")
 
 
 def _emulate_triton_3_6_index(monkeypatch):

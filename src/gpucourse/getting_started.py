@@ -49,7 +49,9 @@ class FakeCuda:
     """A fake ``torch.cuda`` for the GPUs of a :class:`FakeNvml`: what this process allocated, per GPU.
 
     Like PyTorch's caching allocator, ``memory_allocated`` counts the bytes of live tensors (rounded up to 512 B
-    blocks) and ``memory_reserved`` the 2 MiB segments taken from the driver (which NVML's 'used' then includes);
+    blocks) and ``memory_reserved`` the segments taken from the driver (which NVML's 'used' then includes), here
+    simplified to 2 MiB steps (PyTorch takes 2 MiB segments for allocations up to 1 MiB, 20 MiB ones up to 10 MiB,
+    and rounds larger ones up to 2 MiB);
     the first allocation on a GPU also creates a CUDA context there (``context_bytes`` of device memory that
     NVML sees and PyTorch does not count), unless that GPU starts with reserved memory (this process already has
     its context there). Each GPU starts with its own ``allocated`` and ``reserved`` bytes.
@@ -74,6 +76,8 @@ class FakeCuda:
         self.current = current
         self.context_bytes = context_bytes
         self._contexts: set[int] = {i for i, held in enumerate(self.reserved) if held > 0}  # a context already
+        for i in self._contexts:  # NVML's 'used' already holds that context and this process's cache
+            nvml.extra_used[self.visible[i]] += context_bytes + self.reserved[i]
         self.synchronized = 0
 
     def is_available(self) -> bool:
@@ -348,6 +352,15 @@ def t4_clock_tools(power_capped: bool = False) -> dict:
                        power_capped=power_capped, driver="550.54.15", cuda="12.4")
 
 
+def _smi_id(props: object, index: int) -> str:
+    """nvidia-smi's ``-i`` for CUDA device ``index``: its UUID, since nvidia-smi numbers GPUs in PCI order and
+    ignores CUDA_VISIBLE_DEVICES; the index where torch gives no UUID."""
+    uuid = str(getattr(props, "uuid", "") or "")
+    if not uuid:
+        return str(index)
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
 def machine_clock_tools(index: int = 0) -> dict | None:
     """This machine's GPU ``index``: deviceQuery's lines rebuilt from the CUDA driver's attributes, and what
     ``nvidia-smi -q -d CLOCK,PERFORMANCE`` prints; None without a GPU or nvidia-smi."""
@@ -361,14 +374,14 @@ def machine_clock_tools(index: int = 0) -> dict | None:
     rated = _cuda_clock_mhz(index) if torch.cuda.is_available() else None
     if rated is None or shutil.which("nvidia-smi") is None:
         return None
+    props = torch.cuda.get_device_properties(index)
     try:
-        done = subprocess.run(["nvidia-smi", "-q", "-d", "CLOCK,PERFORMANCE", "-i", str(index)], capture_output=True,
-                              text=True, timeout=30, check=False)
+        done = subprocess.run(["nvidia-smi", "-q", "-d", "CLOCK,PERFORMANCE", "-i", _smi_id(props, index)],
+                              capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
         return None
-    props = torch.cuda.get_device_properties(index)
     cores = {8: 128, 9: 128, 10: 128, 12: 128}.get(props.major, 64)  # deviceQuery's table (_ConvertSMVer2Cores)
     if (props.major, props.minor) == (8, 0):
         cores = 64

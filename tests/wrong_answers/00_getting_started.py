@@ -431,4 +431,55 @@ WRONG["ex2-solution"].update({
 WRONG["ex3-solution"]["r9_graphics_ceiling"] = _EX3 + _replaced(
     _PEAK_RIGHT, r'max_sm = float(re.search(r"SM\s*:', r'max_sm = float(re.search(r"Graphics\s*:')
 
+# ---- reviewer 00_r13's wrong answers: NVML's "before" reading taken on another GPU than the "after" one ----
+_EVIDENCE_RIGHT = '''    def used_bytes() -> list | None:
+        """NVML's used memory of every GPU (all processes), or None if a query fails."""
+        try:
+            return [nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(i)).used
+                    for i in range(nvml.nvmlDeviceGetCount())]
+        except nvml.NVMLError:
+            return None
+
+    def nvml_index(index: int) -> int | None:
+        """NVML's number of CUDA device index (CUDA_VISIBLE_DEVICES renumbers GPUs), matched by UUID."""
+        try:
+            uuids = [str(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))).removeprefix("GPU-")
+                     for i in range(nvml.nvmlDeviceGetCount())]
+        except nvml.NVMLError:
+            return None
+        uuid = str(cuda.get_device_properties(index).uuid).removeprefix("GPU-")
+        return uuids.index(uuid) if uuid in uuids else None   # no match: a MIG slice has its own UUID
+
+    allocated_before = [cuda.memory_allocated(i) for i in range(cuda.device_count())]
+    used = None
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:                        # no NVML in this container: the allocator still answers
+        tensor = make()
+    else:
+        try:
+            used_before = used_bytes()
+            tensor = make()
+            used_after = used_bytes()
+            if tensor.device.type == "cuda" and used_before is not None and used_after is not None:
+                match = nvml_index(tensor.device.index)
+                used = None if match is None else used_after[match] - used_before[match]
+        finally:
+            nvml.nvmlShutdown()
+    device = tensor.device
+    if device.type != "cuda":
+        return {"device": str(device), "allocated_bytes": 0, "device_used_bytes": None, "on_gpu": False}
+    index = device.index
+    allocated = cuda.memory_allocated(index) - allocated_before[index]
+    return {"device": str(device), "allocated_bytes": allocated, "device_used_bytes": used, "on_gpu": allocated > 0}
+'''
+WRONG["ex1-solution"].update({
+    # the UUID match used after make(), the CUDA index before it
+    "r13_before_cuda_index": _EX1 + _replaced(_EVIDENCE_RIGHT, "used_after[match] - used_before[match]",
+                                              "used_after[match] - used_before[tensor.device.index]"),
+    # the "before" reading taken on the current GPU: the learner cannot know where make() puts the tensor
+    "r13_before_current": _EX1 + _replaced(_EVIDENCE_RIGHT, "used_after[match] - used_before[match]",
+                                           "used_after[match] - used_before[nvml_index(cuda.current_device())]"),
+})
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -529,3 +529,9 @@ WRONG["ex2-solution"].update({
     "r8_weight_share_at_2b": _diagnose(
         batch_pays="2 * counts[name, batch][1] - counts[name, 2 * batch][1] > counts[name, 2 * batch][1] / 2"),
 })
+# ---- review r8's Ex1 answers: a fixed threshold on the speed-up, the bytes ignored (the 4th hidden case, fused at
+# 0.72 of the unfused time, and the 5th, not fused at 0.71, leave no threshold that passes both)
+WRONG["ex1-solution"].update({
+    "r8_fixed_threshold_0p7": _placed(_CORRECT_V1, decision="f['measured_s'] < 0.7 * u['measured_s']"),
+    "r8_fixed_threshold_0p8": _placed(_CORRECT_V1, decision="f['measured_s'] < 0.8 * u['measured_s']"),
+})

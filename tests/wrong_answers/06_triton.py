@@ -1,63 +1,28 @@
 """Plausible wrong answers to lesson 06's exercises: each must lose exactly its own exercise's points.
 
 grade_id of the solution cell -> {kind: full source of a wrong solution cell}. Kinds: "constant", "helper" (the
-course's own kernel where one computes the answer, blocked by off_limits; in Exercise 1, where none does, a torch
-shortcut that launches no kernel), "visible_only" (right on the visible test's input only), "typical" (the lesson's
-typical mistake, used in the full nbgrader pipeline), and more: a missing mask, an input read twice, a block size
-ignored, masked softmax lanes loaded as 0, a K slice unmasked.
+course's own kernel where one computes the answer, blocked by off_limits; in Exercise 2, where none does, torch's
+rms_norm, which launches no kernel), "visible_only" (right on the visible test's input only), "typical" (the
+lesson's typical mistake, used in the full nbgrader pipeline), and more: masked loads without other= (zeros in the
+interpreter, undefined on a GPU: the tests poison them), a flat result, float32 returned for float16 or float64
+inputs, statistics in float16, a row read twice, masked softmax lanes loaded as 0, a K slice unmasked.
 """
 
 from wrong_answers.tampering import with_tampering
 
-# --------------------------------------------------------------------------- Exercise 1: fused residual + SiLU
+# --------------------------------------------------------------------------- Exercise 1: fused row softmax
 
 _EX1_KERNEL_HEAD = '''\
-@triton.jit
-def residual_silu_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
-    """out = silu(x + y) for this program's block of BLOCK elements (masked at the end)."""
-'''
-_EX1_GOOD_KERNEL = _EX1_KERNEL_HEAD + '''\
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n_elements
-    z = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, z * tl.sigmoid(z), mask=mask)
-'''
-_EX1_LAUNCHER_HEAD = '''
-
-def residual_silu(x, y, block=128):
-    """Return silu(x + y) computed by residual_silu_kernel in one launch over cdiv(n, block) programs."""
-'''
-_EX1_GOOD_LAUNCHER = _EX1_LAUNCHER_HEAD + '''\
-    out = torch.empty_like(x)
-    n = x.numel()
-    tb.launch(residual_silu_kernel, (triton.cdiv(n, block),), x, y, out, n, BLOCK=block)
-    return out
-'''
-
-
-def _ex1_kernel(mask: str = "offsets < n_elements", body: str = "") -> str:
-    """The model kernel with another mask, or another body."""
-    return _EX1_KERNEL_HEAD + (body or f'''\
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = {mask}
-    z = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, z * tl.sigmoid(z), mask=mask)
-''')
-
-
-# --------------------------------------------------------------------------- Exercise 2: fused row softmax
-
-_EX2_KERNEL_HEAD = '''\
 @triton.jit
 def softmax_kernel_rows(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     """Softmax of row tl.program_id(0): one load of the row, max subtracted, one store."""
 '''
-_EX2_LAUNCHER_HEAD = '''
+_EX1_LAUNCHER_HEAD = '''
 
 def softmax_rows(x):
-    """Return the row softmax of the 2-D float32 tensor x: one launch, one program per row."""
+    """Return the row softmax of the 2-D tensor x, in x's dtype: one launch, one program per row."""
 '''
-_EX2_GOOD_LAUNCHER = _EX2_LAUNCHER_HEAD + '''\
+_EX1_GOOD_LAUNCHER = _EX1_LAUNCHER_HEAD + '''\
     out = torch.empty_like(x)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
@@ -65,17 +30,58 @@ _EX2_GOOD_LAUNCHER = _EX2_LAUNCHER_HEAD + '''\
 '''
 
 
-def _ex2_kernel(other: str = '-float("inf")', shift: str = "tl.max(x, axis=0)") -> str:
-    """The model softmax kernel with another fill value for masked lanes, or another shift before exp."""
-    return _EX2_KERNEL_HEAD + f'''\
+def _ex1_kernel(other: str = ', other=-float("inf")', shift: str = "tl.max(x, axis=0)") -> str:
+    """The model softmax kernel with another fill for masked lanes (``other`` is the load's keyword, or ''), or
+    another shift before exp."""
+    return _EX1_KERNEL_HEAD + f'''\
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other={other})
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask{other}).to(tl.float32)
     numerator = tl.exp(x - {shift})
     tl.store(out_ptr + row * n_cols + cols, numerator / tl.sum(numerator, axis=0), mask=mask)
 '''
 
+
+_EX1_GOOD_KERNEL = _ex1_kernel()
+
+# --------------------------------------------------------------------------- Exercise 2: fused RMSNorm
+
+_EX2_KERNEL_HEAD = '''\
+@triton.jit
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    """RMSNorm of row tl.program_id(0): statistics in float32, y stored in y's dtype."""
+'''
+_EX2_LAUNCHER_HEAD = '''
+
+def rmsnorm(x, weight, eps=1e-6):
+    """Return x / sqrt(mean(x², per row) + eps) * weight in x's dtype: one Triton kernel."""
+'''
+_EX2_GOOD_LAUNCHER = _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+'''
+
+
+def _ex2_kernel(other: str = ", other=0.0", load_x: str = "{load}.to(tl.float32)", divide: str = "n_cols",
+                normalise: str = "x * tl.rsqrt(mean_square + eps)") -> str:
+    """The model RMSNorm kernel with another fill for masked lanes, load of x, divisor of the mean or normalisation."""
+    load = f"tl.load(x_ptr + row * n_cols + cols, mask=mask{other})"
+    return _EX2_KERNEL_HEAD + f'''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = {load_x.format(load=load)}
+    w = tl.load(w_ptr + cols, mask=mask{other}).to(tl.float32)
+    mean_square = tl.sum(x * x, axis=0) / {divide}
+    y = {normalise} * w
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+'''
+
+
+_EX2_GOOD_KERNEL = _ex2_kernel()
 
 # --------------------------------------------------------------------------- Exercise 3: tiled matmul
 
@@ -101,8 +107,8 @@ _EX3_GOOD_LAUNCHER = _EX3_LAUNCHER_HEAD + '''\
 
 def _ex3_kernel(loop: str = "for k0 in range(0, K, BLOCK_K):", start: str = "k0",
                 a_mask: str = "(rows[:, None] < M) & (k[None, :] < K)",
-                b_mask: str = "(k[:, None] < K) & (cols[None, :] < N)") -> str:
-    """The model matmul kernel with another K loop or other load masks."""
+                b_mask: str = "(k[:, None] < K) & (cols[None, :] < N)", other: str = ", other=0.0") -> str:
+    """The model matmul kernel with another K loop, other load masks or another fill for masked lanes."""
     return _EX3_KERNEL_HEAD + f'''\
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -110,8 +116,8 @@ def _ex3_kernel(loop: str = "for k0 in range(0, K, BLOCK_K):", start: str = "k0"
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     {loop}
         k = {start} + ks
-        a = tl.load(a_ptr + rows[:, None] * K + k[None, :], mask={a_mask}, other=0.0)
-        b = tl.load(b_ptr + k[:, None] * N + cols[None, :], mask={b_mask}, other=0.0)
+        a = tl.load(a_ptr + rows[:, None] * K + k[None, :], mask={a_mask}{other})
+        b = tl.load(b_ptr + k[:, None] * N + cols[None, :], mask={b_mask}{other})
         acc += tl.dot(a, b)
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
 '''
@@ -122,101 +128,139 @@ _EX3_GOOD_KERNEL = _ex3_kernel()
 WRONG = {
     "ex1-solution": {
         "constant": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
-    return torch.zeros_like(x)
-''',
-        # No course helper computes this; the shortcut is torch itself: right values, but no kernel of one's own.
-        "helper": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
-    return torch.nn.functional.silu(x + y)
-''',
-        # The mask hard-codes the visible length 1000.
-        "visible_only": _ex1_kernel(mask="offsets < 1000") + _EX1_GOOD_LAUNCHER,
-        # Eager PyTorch's way: an add kernel writes x + y to memory, a SiLU kernel reads it back.
-        "typical": '''\
-@triton.jit
-def add_kernel_1(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n_elements
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-
-@triton.jit
-def residual_silu_kernel(z_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n_elements
-    z = tl.load(z_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, z * tl.sigmoid(z), mask=mask)
-
-
-def residual_silu(x, y, block=128):
-    n = x.numel()
-    total, out = torch.empty_like(x), torch.empty_like(x)
-    tb.launch(add_kernel_1, (triton.cdiv(n, block),), x, y, total, n, BLOCK=block)
-    tb.launch(residual_silu_kernel, (triton.cdiv(n, block),), total, out, n, BLOCK=block)
-    return out
-''',
-        # No mask: the last program reads and writes past the ends (the counter raises OutOfBounds).
-        "no_mask": _ex1_kernel(body='''\
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    z = tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets)
-    tl.store(out_ptr + offsets, z * tl.sigmoid(z))
-''') + _EX1_GOOD_LAUNCHER,
-        # x + y loaded again for the sigmoid: right values, each input read twice.
-        "reads_twice": _ex1_kernel(body='''\
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n_elements
-    z = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
-    gate = tl.sigmoid(tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask))
-    tl.store(out_ptr + offsets, z * gate, mask=mask)
-''') + _EX1_GOOD_LAUNCHER,
-        # The block argument ignored: always 128 lanes per program, so the grid is wrong for other blocks.
-        "ignores_block": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
-    out = torch.empty_like(x)
-    n = x.numel()
-    tb.launch(residual_silu_kernel, (triton.cdiv(n, 128),), x, y, out, n, BLOCK=128)
-    return out
-''',
-    },
-    "ex2-solution": {
-        "constant": _ex2_kernel() + _EX2_LAUNCHER_HEAD + '''\
     return torch.full_like(x, 1.0 / x.shape[1])
 ''',
         # The course's own kernel, blocked in the test cell.
-        "helper": _ex2_kernel() + _EX2_LAUNCHER_HEAD + '''\
+        "helper": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
     from gpucourse.kernels import triton_kernels
     return triton_kernels.softmax(x)
 ''',
         # BLOCK fixed at 128, enough for the visible 100 and 50 columns only.
-        "visible_only": _ex2_kernel() + _EX2_LAUNCHER_HEAD + '''\
+        "visible_only": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
     out = torch.empty_like(x)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=128)
     return out
 ''',
         # The textbook formula without the max: exp overflows for entries near 1e4.
-        "typical": _ex2_kernel(shift="0.0") + _EX2_GOOD_LAUNCHER,
+        "typical": _ex1_kernel(shift="0.0") + _EX1_GOOD_LAUNCHER,
         # Masked lanes loaded as 0: they add exp(0 - max) to the sum, and can be the max.
-        "other_zero": _ex2_kernel(other="0.0") + _EX2_GOOD_LAUNCHER,
+        "other_zero": _ex1_kernel(other=", other=0.0") + _EX1_GOOD_LAUNCHER,
+        # No other=: the interpreter's zeros would pass rows whose max is large; a GPU's lanes are undefined.
+        "no_other": _ex1_kernel(other="") + _EX1_GOOD_LAUNCHER,
+        # The max clamped at 0: right for rows near +1e4, 0 / 0 for rows far below zero.
+        "max_clamped_at_zero": _ex1_kernel(shift="tl.maximum(tl.max(x, axis=0), 0.0)") + _EX1_GOOD_LAUNCHER,
+        # The output always float32: right values, wrong dtype for float16 and float64 inputs.
+        "float32_out": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+''',
+        # A flat output: the right numbers, the wrong shape.
+        "flat": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+''',
         # Two passes over memory: the row loaded once for its max, again for the exponentials.
-        "two_passes": _EX2_KERNEL_HEAD + '''\
+        "two_passes": _EX1_KERNEL_HEAD + '''\
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_max = tl.max(tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")), axis=0)
-    numerator = tl.exp(tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")) - row_max)
+    row_max = tl.max(tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32), axis=0)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    numerator = tl.exp(x - row_max)
     tl.store(out_ptr + row * n_cols + cols, numerator / tl.sum(numerator, axis=0), mask=mask)
-''' + _EX2_GOOD_LAUNCHER,
-        # The output written with torch after an unfused kernel: the max and exp by a kernel, the rest by torch.
-        "unfused": _EX2_KERNEL_HEAD + '''\
+''' + _EX1_GOOD_LAUNCHER,
+        # The normalisation done by torch after the kernel: a second pass over memory.
+        "unfused": _EX1_KERNEL_HEAD + '''\
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
     tl.store(out_ptr + row * n_cols + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
-''' + _EX2_LAUNCHER_HEAD + '''\
+''' + _EX1_LAUNCHER_HEAD + '''\
     out = torch.empty_like(x)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out / out.sum(dim=1, keepdim=True)
+''',
+    },
+    "ex2-solution": {
+        "constant": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    return x.clone()
+''',
+        # No course helper computes this; the shortcut is torch's own rms_norm: right values, no kernel of one's own.
+        "helper": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    return torch.nn.functional.rms_norm(x.float(), (x.shape[1],), weight.float(), eps=eps).to(x.dtype)
+''',
+        # BLOCK fixed at 128, enough for the visible 100 columns only.
+        "visible_only": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=128)
+    return y
+''',
+        # Statistics in float16: x * x overflows above 256 and underflows below about 2e-4; only the root in float32.
+        "typical": _EX2_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    mean_square = (tl.sum(x * x, axis=0) / n_cols).to(tl.float32)
+    y = x.to(tl.float32) * tl.rsqrt(mean_square + eps) * w.to(tl.float32)
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+''' + _EX2_GOOD_LAUNCHER,
+        # No other=: the interpreter's zeros add nothing to the sum of squares; a GPU's lanes are undefined.
+        "no_other": _ex2_kernel(other="") + _EX2_GOOD_LAUNCHER,
+        # The mean over the block, not over the row: wrong whenever n_cols is not a power of two.
+        "divides_by_block": _ex2_kernel(divide="BLOCK") + _EX2_GOOD_LAUNCHER,
+        # eps added outside the square root: wrong where mean(x²) is not much larger than eps.
+        "eps_outside_root": _ex2_kernel(normalise="x / (tl.sqrt(mean_square) + eps)") + _EX2_GOOD_LAUNCHER,
+        # The eps argument ignored: the default 1e-6 always.
+        "ignores_eps": _ex2_kernel() + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, 1e-6, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
+        # The output always float32: the right numbers, twice the bytes written, the wrong dtype.
+        "float32_out": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
+        # Always float16 out: right for float16 inputs, the wrong dtype for float32 ones.
+        "float16_out": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty(x.shape, dtype=torch.float16, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
+        # A flat output: the right numbers, the wrong shape.
+        "flat": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
+        # The normalised rows written to memory in float32, the weight applied by torch: an intermediate in memory.
+        "float32_intermediate": _EX2_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    mean_square = tl.sum(x * x, axis=0) / n_cols
+    tl.store(y_ptr + row * n_cols + cols, x * tl.rsqrt(mean_square + eps), mask=mask)
+''' + _EX2_LAUNCHER_HEAD + '''\
+    normed = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, normed, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    return (normed * weight.float()).to(x.dtype)
 ''',
     },
     "ex3-solution": {
@@ -232,9 +276,11 @@ def residual_silu(x, y, block=128):
         "visible_only": _ex3_kernel(loop="for k0 in range(0, 50, BLOCK_K):") + _EX3_GOOD_LAUNCHER,
         # The last, partial slice of K skipped: K // BLOCK_K full slices only.
         "typical": _ex3_kernel(loop="for step in range(K // BLOCK_K):", start="step * BLOCK_K") + _EX3_GOOD_LAUNCHER,
+        # Masked loads without other=: the interpreter's zeros add nothing; a GPU's lanes are undefined.
+        "no_other": _ex3_kernel(other="") + _EX3_GOOD_LAUNCHER,
         # No mask along K: the last slice reads past the end of each row of A and of B.
         "no_k_mask": _ex3_kernel(a_mask="rows[:, None] < M", b_mask="cols[None, :] < N") + _EX3_GOOD_LAUNCHER,
-        # torch computes c; the kernel only copies nothing: no launch at all.
+        # torch computes c: no launch at all.
         "torch_matmul": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
     return a @ b
 ''',
@@ -247,67 +293,6 @@ def residual_silu(x, y, block=128):
     return c
 ''',
     },
-}
-
-
-# --------------------------------------------------------------------------- Exercise 4: block sizes by traffic
-
-_EX4_HEAD = '''\
-def pick_blocks(M, N, K, candidates, min_programs):
-    """Return the (block_m, block_n, block_k) of candidates that reads least with >= min_programs programs."""
-'''
-
-
-def _ex4_measured(choose: str) -> str:
-    """Measure every candidate as the model answer does, then choose with ``choose`` (a block of code)."""
-    return _EX4_HEAD + '''\
-    a, b = torch.randn(M, K), torch.randn(K, N)
-    measured = []
-    for block_m, block_n, block_k in candidates:
-        c = torch.empty(M, N)
-        with tb.count_traffic() as traffic:
-            tb.launch(triton_kernels.matmul_kernel, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c,
-                      M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
-        measured.append((traffic.launches[0].num_programs, traffic.bytes_read(), (block_m, block_n, block_k)))
-''' + choose
-
-
-WRONG["ex4-solution"] = {
-    "constant": _EX4_HEAD + '''\
-    return candidates[0]
-''',
-    # No course helper picks block sizes; the shortcut is a guess without measuring: the biggest tile that still
-    # gives enough programs.
-    "helper": _EX4_HEAD + '''\
-    enough = [c for c in candidates if triton.cdiv(M, c[0]) * triton.cdiv(N, c[1]) >= min_programs]
-    pool = enough or candidates
-    return max(pool, key=lambda c: c[0] * c[1])
-''',
-    # Answers learnt from the visible checks.
-    "visible_only": _EX4_HEAD + '''\
-    return {1: (64, 64, 16), 4: (32, 32, 16)}.get(min_programs, candidates[0])
-''',
-    # The fewest bytes, whatever the number of programs: big tiles that leave SMs idle.
-    "typical": _ex4_measured('''\
-    return min(measured, key=lambda entry: entry[1])[2]
-'''),
-    # The most programs, whatever the traffic.
-    "most_programs": _ex4_measured('''\
-    return max(measured, key=lambda entry: entry[0])[2]
-'''),
-    # A tie goes to the last candidate, not the first.
-    "last_on_tie": _ex4_measured('''\
-    enough = [entry for entry in measured if entry[0] >= min_programs] or measured
-    best = min(entry[1] for entry in enough)
-    return [entry for entry in enough if entry[1] == best][-1][2]
-'''),
-    # Nothing returned when no candidate has enough programs.
-    "none_when_none_qualify": _ex4_measured('''\
-    enough = [entry for entry in measured if entry[0] >= min_programs]
-    if enough:
-        return min(enough, key=lambda entry: entry[1])[2]
-    return None
-'''),
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -7,7 +7,9 @@ through :mod:`~gpucourse.kernels.triton_backend`).
 - :func:`count_traffic` forces the interpreter and records, per launch, per program and per tensor argument, the
   elements and bytes every ``tl.load`` read and every ``tl.store`` wrote (masked-off lanes excluded), in a
   :class:`~gpucourse.kernels.triton_traffic.Traffic`. An access outside every tensor argument (a missing mask)
-  raises :class:`OutOfBounds` before it touches memory.
+  raises :class:`OutOfBounds` before it touches memory. ``count_traffic(poison=True)`` also fills the masked-off
+  lanes of every load without ``other=`` with NaN (integers: a large garbage value), as a GPU may: the interpreter
+  fills them with zeros, but on a GPU their value is undefined.
 
 The counter wraps two internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
 ``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9) for the duration of one
@@ -95,17 +97,45 @@ def runs_compiled(*args: object) -> bool:
 
 
 _COUNTING: list[Traffic] = []  # the open count_traffic() blocks, innermost last
+_POISONING: list[Traffic] = []  # the open count_traffic(poison=True) blocks
 
 
 @contextlib.contextmanager
-def count_traffic() -> Iterator[Traffic]:
-    """Within the block, every launch() runs in the interpreter and adds what it read and wrote to the Traffic."""
+def count_traffic(poison: bool = False) -> Iterator[Traffic]:
+    """Within the block, every launch() runs in the interpreter and adds what it read and wrote to the Traffic.
+
+    With ``poison=True``, a masked load without ``other=`` reads NaN (integers: garbage) in its masked-off lanes
+    instead of the interpreter's zeros: on a GPU those lanes are undefined, so a kernel must not use them.
+    """
+    if not isinstance(poison, bool):
+        raise TypeError(f"poison must be True or False, got {type(poison).__name__} ({poison!r})")
     traffic = Traffic()
     _COUNTING.append(traffic)
+    if poison:
+        _POISONING.append(traffic)
     try:
         yield traffic
     finally:
         _COUNTING.remove(traffic)
+        if poison:
+            _POISONING.remove(traffic)
+
+
+def _poisoned(loaded: object, mask: object) -> object:
+    """``loaded`` (an interpreter TensorHandle) with its masked-off lanes set to NaN, or garbage for integers."""
+    import numpy as np
+
+    data = np.array(loaded.data, copy=True)
+    off = ~np.broadcast_to(np.asarray(mask.data, dtype=bool), data.shape)
+    if not off.any():
+        return loaded
+    if np.issubdtype(data.dtype, np.floating):
+        data[off] = np.nan
+    elif data.dtype == np.bool_:
+        data[off] = True
+    else:
+        data[off] = np.iinfo(data.dtype).max // 3  # an integer no kernel expects: 0x2AAA...
+    return type(loaded)(data, loaded.dtype)
 
 
 # --------------------------------------------------------------------------- the interpreter, instrumented
@@ -198,8 +228,10 @@ def _index_needs_squeeze(patch_lang_tensor: object) -> bool:
 
 
 @contextlib.contextmanager
-def _instrumented(spans: _Spans) -> Iterator[None]:
-    """Patch the interpreter's load/store (and jit-function calls) for one launch; restore them in finally."""
+def _instrumented(spans: _Spans, poison: bool = False) -> Iterator[None]:
+    """Patch the interpreter's load/store (and jit-function calls) for one launch; restore them in finally.
+
+    With ``poison``, the masked-off lanes of a load without ``other=`` read NaN (see :func:`count_traffic`)."""
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
@@ -221,7 +253,11 @@ def _instrumented(spans: _Spans) -> Iterator[None]:
 
     def masked_load(self, ptrs, mask, *args, **kwargs):
         spans.account(ptrs, mask, write=False)
-        return originals["create_masked_load"](self, ptrs, mask, *args, **kwargs)
+        loaded = originals["create_masked_load"](self, ptrs, mask, *args, **kwargs)
+        other = args[0] if args else kwargs.get("other")
+        if poison and other is None and mask is not None:  # no other=: undefined on a GPU, NaN here
+            return _poisoned(loaded, mask)
+        return loaded
 
     def masked_store(self, ptrs, value, mask, *args, **kwargs):
         spans.account(ptrs, mask, write=True)
@@ -304,7 +340,7 @@ def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, con
         for name, tensor in originals.items()})
     spans = _Spans(record, copies)
     try:
-        with _instrumented(spans):
+        with _instrumented(spans, poison=bool(_POISONING)):
             InterpretedFunction(kernel.fn)[grid](**host)
     except InterpreterError as error:
         cause = error.__cause__

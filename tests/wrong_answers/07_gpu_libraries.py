@@ -5,7 +5,8 @@ where none computes the answer, a reading of PyTorch op names instead of kernel 
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
 order, "xmma" or a 16-bit type taken for Tensor Cores; too few runs, a tolerance instead of bits, registration order,
-PyTorch's determinism flag alone, hooks left behind.
+PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
+model run in training mode or left in eval mode.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -55,7 +56,9 @@ def find_nondeterministic(model: nn.Module, x: torch.Tensor) -> str | None:
 
 
 def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inputs: str =
-         "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True) -> str:
+         "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True,
+         enter: str = "model.eval()", restore: str = "for module, training in modes.items(): module.training = training",
+         before_run: str = "pass") -> str:
     """The model answer of Exercise 3 with one part changed."""
     body = f"""\
     names = {{module: name for name, module in model.named_modules() if name}}
@@ -64,14 +67,18 @@ def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inp
     def record(module, inputs, output):
         runs[-1].append((names[module], [t.detach().clone() for t in inputs], output.detach().clone()))
 
+    modes = {{module: module.training for module in model.modules()}}
     handles = [module.register_forward_hook(record) for module in names]
     try:
+        {enter}
         with torch.no_grad():
             for _ in range({runs}):
+                {before_run}
                 runs.append([])
                 model(x)
     finally:
         {"for handle in handles: handle.remove()" if cleanup else "pass"}
+        {restore}
     for run in runs[1:]:
         for (name, inputs_0, output_0), (_, inputs, output) in zip(runs[0], run):
             if ({same_inputs}) and not ({compare}):
@@ -219,6 +226,18 @@ WRONG: dict[str, dict[str, str]] = {
         "typical": _ex3(compare="torch.allclose(output_0, output)"),
         # Two runs only: a kernel that changes once in 6 calls looks deterministic.
         "two_runs": _ex3(runs=2),
+        # The first module, in the order they ran, whose output differs, its inputs never checked: an atomic sum in a
+        # parent's own forward makes its deterministic child differ first (the reviewer's wrong answer).
+        "first_output_differs": _ex3(same_inputs="True"),
+        # Runs the model in the mode it was given: in training mode Dropout is reported (random numbers, the other
+        # cause) and every BatchNorm updates its running statistics 8 times.
+        "train_mode": _ex3(enter="pass", restore="pass"),
+        # Switches to eval mode and never switches back: the model is left in eval mode.
+        "left_in_eval": _ex3(restore="pass"),
+        # Puts the mode back with model.train(...): a frozen BatchNorm (eval inside a training model) is unfrozen.
+        "train_all_back": _ex3(restore="model.train(modes[model])"),
+        # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
+        "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.
         "registration_order": _EX3 + """\
     outputs = {}

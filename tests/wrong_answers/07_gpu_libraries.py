@@ -4,7 +4,7 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, 
 where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
-order, "xmma" or a 16-bit type taken for Tensor Cores; too few runs, a tolerance instead of bits, registration order,
+order, "xmma" or a 16-bit type taken for Tensor Cores, a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
 model run in training mode or left in eval mode.
 """
@@ -44,6 +44,27 @@ _EX1_GOOD_CORES = """\
 """
 _EX1_RETURN = """\
     return {"tensor_cores": bool(mma) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
+"""
+_EX1_KERNEL = _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN
+_EX1_TRACE_HEAD = """\
+def read_trace(trace: list[tuple[str, float]]) -> dict:
+    \"\"\"A trace's answers: {"tensor_core_share", "tf32", "dominant"} (see the exercise).\"\"\"
+"""
+_EX1_TRACE = _EX1_TRACE_HEAD + """\
+    total, on_tensor_cores, per_kernel, input_types = 0.0, 0.0, {}, set()
+    for name, time_us in trace:
+        kernel = read_kernel(name)
+        total += time_us
+        if kernel["tensor_cores"]:
+            on_tensor_cores += time_us
+        if kernel["algorithm"] != "other":
+            per_kernel[name] = per_kernel.get(name, 0.0) + time_us
+            input_types.add(kernel["inputs"])
+    tf32 = True if "tf32" in input_types else False if "fp32" in input_types else None
+    return {"tensor_core_share": on_tensor_cores / total if total else 0.0, "tf32": tf32,
+            "dominant": max(per_kernel, key=per_kernel.get) if per_kernel else None}
+
+
 """
 _EX2 = """\
 def tf32_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -90,18 +111,18 @@ def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inp
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # The answer of the most common line in a trace, for every name.
-        "constant": _EX1 + """\
-    return {"tensor_cores": True, "inputs": "fp16", "algorithm": "gemm"}
+        # The constructed trace's answer, for every trace.
+        "constant": _EX1_TRACE_HEAD + """\
+    return {"tensor_core_share": 486.2 / 2358.0, "tf32": True, "dominant": "ampere_sgemm_128x64_tn"}
 """,
-        # There is no course helper for this: a lookup of PyTorch's own op names instead of kernel names.
-        "helper": _EX1 + """\
+        # There is no course helper for this: a reading of PyTorch's own op names instead of kernel names.
+        "helper": _EX1_TRACE + _EX1 + """\
     low = name.lower()
     algorithm = "implicit_gemm" if "conv" in low else "gemm" if ("mm" in low or "gemm" in low) else "other"
     return {"tensor_cores": False, "inputs": None if algorithm == "other" else "fp32", "algorithm": algorithm}
 """,
-        # A table of the six names shown in the lesson.
-        "visible_only": _EX1 + """\
+        # A table of the names shown in the lesson; anything else read as a float16 Tensor Core GEMM.
+        "visible_only": _EX1_TRACE + _EX1 + """\
     table = {"ampere_sgemm_128x64_tn": (False, "fp32", "gemm"),
              "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x64x16_stage6_warpsize2x2x1_tensor16x8x8": (True, "tf32", "gemm"),
              "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_32x3_nn": (True, "bf16", "gemm")}
@@ -110,21 +131,24 @@ WRONG: dict[str, dict[str, str]] = {
         return {"tensor_cores": tensor_cores, "inputs": inputs, "algorithm": algorithm}
     if "elementwise" in name:
         return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
+    if "winograd" in name:
+        return {"tensor_cores": False, "inputs": "fp32", "algorithm": "winograd"}
     return {"tensor_cores": True, "inputs": "fp16", "algorithm": "gemm"}
 """,
-        # f16 looked for before bf16: every bfloat16 kernel read as float16.
-        "typical": _EX1 + _EX1_GOOD_ALGORITHM + """\
-    if "tf32" in low:
-        inputs = "tf32"
-    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
-        inputs = "fp16"
-    elif "bf16" in low:
-        inputs = "bf16"
-    else:
-        inputs = "fp32"
-""" + _EX1_GOOD_CORES + _EX1_RETURN,
+        # Tensor Cores' share counted in launches, not in device time.
+        "typical": _EX1_TRACE.replace("on_tensor_cores += time_us", "on_tensor_cores += 1").replace(
+            "total += time_us", "total += 1") + _EX1_KERNEL,
+        # The dominant kernel is the single longest launch: a kernel launched many times is missed.
+        "longest_launch": _EX1_TRACE.replace("per_kernel.get(name, 0.0) + time_us", "max(per_kernel.get(name, 0.0), time_us)")
+        + _EX1_KERNEL,
+        # Any kernel can dominate: communication or an elementwise kernel is named.
+        "dominant_any_kernel": _EX1_TRACE.replace('if kernel["algorithm"] != "other":', "if True:").replace(
+            "input_types.add(kernel[\"inputs\"])", "input_types.add(kernel[\"inputs\"]) if kernel[\"algorithm\"] != \"other\" else None")
+        + _EX1_KERNEL,
+        # No TF32 kernel means TF32 was off, even in a trace with no float32 matmul or convolution at all.
+        "tf32_never_none": _EX1_TRACE.replace('False if "fp32" in input_types else None', "False") + _EX1_KERNEL,
         # f32 looked for before tf32: TF32 kernels (f32f32_tf32f32) read as float32.
-        "f32_first": _EX1 + _EX1_GOOD_ALGORITHM + """\
+        "f32_first": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + """\
     if "bf16" in low:
         inputs = "bf16"
     elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
@@ -136,30 +160,28 @@ WRONG: dict[str, dict[str, str]] = {
     else:
         inputs = "fp32"
 """ + _EX1_GOOD_CORES + _EX1_RETURN,
-        # "xmma" taken to mean Tensor Cores: the ffma (CUDA-core) xmma kernels pass as Tensor Core ones.
-        "xmma_means_tensor_cores": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
+        # "xmma" taken for Tensor Cores: the sm80 xmma float32 kernels on CUDA cores (ffma) count as Tensor Cores.
+        "xmma_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
     mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize|xmma", low)
     cuda_cores = "simt" in low
 """ + _EX1_RETURN,
         # Tensor Cores whenever the inputs are 16-bit or TF32: float16 on CUDA cores (hgemm) passes as Tensor Cores.
-        "low_precision_means_tensor_cores": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
+        "low_precision_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
     return {"tensor_cores": inputs != "fp32", "inputs": inputs, "algorithm": algorithm}
 """,
-        # "gemm" looked for first: implicit_convolve_sgemm and the implicit-GEMM convolutions read as matmuls.
-        "gemm_first": _EX1 + """\
+        # Only names with "gemm" are matmuls or convolutions: Winograd and FFT convolutions are missed.
+        "gemm_only": _EX1_TRACE + _EX1 + """\
     low = name.lower()
-    if "gemm" in low:
+    if "implicit_gemm" in low or "implicit_convolve" in low:
+        algorithm = "implicit_gemm"
+    elif "gemm" in low:
         algorithm = "gemm"
-    elif "winograd" in low:
-        algorithm = "winograd"
-    elif "fft" in low:
-        algorithm = "fft"
     else:
         return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
 """ + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
         # Case-sensitive: an upper-case name is read as nothing at all.
-        "case_sensitive": _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name") + _EX1_GOOD_INPUTS
-        + _EX1_GOOD_CORES + _EX1_RETURN,
+        "case_sensitive": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
+        + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
     },
     "ex2-solution": {
         # Plain float32: no rounding at all (what a CPU computes, not a Tensor Core in TF32 mode).

@@ -113,3 +113,53 @@ def test_cpu_libraries_reports_strings() -> None:
     found = ls.cpu_libraries()
     assert set(found) == {"oneDNN usable", "oneDNN version", "BLAS"}
     assert all(isinstance(value, str) for value in found.values())
+
+
+def test_atomic_order_sum_adds_in_float32_and_the_order_changes_the_bits() -> None:
+    values = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))
+    in_order = ls.atomic_order_sum(values, torch.Generator().manual_seed(1), reorder=False)
+    expected = values[..., 0].clone()
+    for i in range(1, 40):
+        expected = expected + values[..., i]
+    assert torch.equal(in_order, expected) and in_order.dtype == torch.float32 and in_order.shape == (6,)
+    shuffled = ls.atomic_order_sum(values, torch.Generator().manual_seed(1), reorder=True)
+    assert not torch.equal(shuffled, in_order) and torch.allclose(shuffled, in_order)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        ls.atomic_order_sum(values.numpy(), torch.Generator(), True)
+    with pytest.raises(TypeError, match="generator"):
+        ls.atomic_order_sum(values, 1, True)
+    with pytest.raises(ValueError, match="last dimension"):
+        ls.atomic_order_sum(torch.zeros(3, 0), torch.Generator(), True)
+
+
+@pytest.mark.parametrize("chance", [0.0, 0.5, 1.0])
+def test_atomic_sum_changes_its_bits_at_least_once_per_period(chance: float) -> None:
+    module = ls.atomic_sum(seed=3, chance=chance, period=4)
+    x = torch.randn(3, 5, 32, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        outputs = [module(x) for _ in range(12)]
+    assert type(module).__name__ == "AtomicSum" and "flagged=True" in repr(module)
+    for start in range(0, 9):
+        window = outputs[start:start + 4]
+        assert any(not torch.equal(window[0], out) for out in window[1:])
+    assert any(not torch.equal(outputs[0], out) for out in outputs)
+    assert all(torch.allclose(outputs[0], out, atol=1e-5) for out in outputs)
+    assert outputs[0].shape == (3, 5)
+
+
+def test_atomic_sum_raises_under_deterministic_algorithms_only_when_flagged() -> None:
+    x = torch.randn(2, 8)
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        with pytest.raises(RuntimeError, match="deterministic implementation"):
+            ls.atomic_sum(flagged=True)(x)
+        assert ls.atomic_sum(flagged=False)(x).shape == (2,)
+    finally:
+        torch.use_deterministic_algorithms(before)
+    with pytest.raises(TypeError, match="seed"):
+        ls.atomic_sum(seed=1.5)
+    with pytest.raises(ValueError, match="chance"):
+        ls.atomic_sum(chance=2.0)
+    with pytest.raises(ValueError, match="period"):
+        ls.atomic_sum(period=0)

@@ -252,3 +252,74 @@ def cpu_libraries() -> dict[str, str]:
 __all__ = ["CUBLAS_WORKSPACE_CONFIG", "GOAL_KEYS", "SWITCH_KEYS", "TF32_MANTISSA_BITS", "apply_switches",
            "choose_switches", "cpu_libraries", "library_state", "make_reproducible", "preserved_state",
            "relative_error", "round_to_tf32", "tf32_matmul"]
+
+
+# --------------------------------------------------------------------------- a simulated nondeterministic kernel
+
+
+def atomic_order_sum(x: object, generator: object, reorder: bool) -> object:
+    """Sum ``x`` over its last dimension one float32 addition at a time, in a shuffled order when ``reorder``.
+
+    This is what a GPU kernel that adds with atomics does: every thread adds its value when it finishes, so the order
+    of the additions, and the last bits of a float32 sum, change from run to run.
+    """
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, not {type(x).__name__}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, not {type(generator).__name__}")
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"x must have a non-empty last dimension, got shape {tuple(x.shape)}")
+    values = x.to(torch.float32)
+    if reorder:
+        values = values[..., torch.randperm(values.shape[-1], generator=generator)]
+    total = values[..., 0].clone()
+    for i in range(1, values.shape[-1]):  # one float32 rounding per addition, in this order (cumsum adds in float64)
+        total = total + values[..., i]
+    return total
+
+
+class AtomicSum:
+    """Stand-in for a GPU kernel that sums ``x`` over its last dimension with atomics (simulated on the CPU).
+
+    A ``torch.nn.Module`` built by :func:`atomic_sum`, like a pooling done with ``index_add_`` or ``scatter_add_``. Its own generator decides, call by call, whether the
+    additions run in another order (they do on at least one call in any ``period`` consecutive calls); seeding PyTorch
+    changes nothing, as on a GPU. With ``flagged=True`` it raises like PyTorch's own nondeterministic CUDA ops when
+    ``torch.use_deterministic_algorithms(True)`` is on; a custom kernel (``flagged=False``) does not.
+    """
+
+
+def atomic_sum(seed: int = 0, flagged: bool = True, chance: float = 0.5, period: int = 4) -> object:
+    """A ``torch.nn.Module`` computing ``x.sum(-1)`` whose float32 bits vary between calls (see AtomicSum)."""
+    import torch
+
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+    if not 0.0 <= chance <= 1.0:
+        raise ValueError(f"chance must be between 0 and 1, got {chance!r}")
+    if not isinstance(period, int) or period < 1:
+        raise ValueError(f"period must be a positive int, got {period!r}")
+
+    class _AtomicSum(torch.nn.Module):
+        __doc__ = AtomicSum.__doc__
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.generator = torch.Generator().manual_seed(seed)
+            self.flagged, self.chance, self.period, self.calm = flagged, chance, period, 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.flagged and torch.are_deterministic_algorithms_enabled():
+                raise RuntimeError("atomic_sum does not have a deterministic implementation, but you set "
+                                   "'torch.use_deterministic_algorithms(True)'.")
+            draw = float(torch.rand((), generator=self.generator))
+            reorder = draw < self.chance or self.calm >= self.period - 1
+            self.calm = 0 if reorder else self.calm + 1
+            return atomic_order_sum(x, self.generator, reorder).to(x.dtype)
+
+        def extra_repr(self) -> str:
+            return f"flagged={self.flagged}"
+
+    _AtomicSum.__name__ = _AtomicSum.__qualname__ = "AtomicSum"
+    return _AtomicSum()

@@ -1,37 +1,199 @@
 """Plausible wrong answers to lesson 07's exercises: each must lose exactly its own exercise's points.
 
-Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; off_limits must catch it),
-"visible_only" (right on the visible test's input only), "typical" (the lesson's typical mistake, used in the full
-nbgrader pipeline), and more.
+Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, blocked by off_limits; in Exercise 1,
+where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
+simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
+lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
+order, "xmma" or a 16-bit type taken for Tensor Cores, a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
+PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
+model run in training mode or left in eval mode.
 """
 
 from wrong_answers.tampering import with_tampering
 
-_EX1 = '''\
+_EX1 = """\
+def read_kernel(name: str) -> dict:
+    \"\"\"What a cuBLAS/cuDNN/CUTLASS kernel name says: {"tensor_cores", "inputs", "algorithm"}.\"\"\"
+"""
+_EX1_GOOD_ALGORITHM = """\
+    low = name.lower()
+    if "winograd" in low:
+        algorithm = "winograd"
+    elif "fft" in low:
+        algorithm = "fft"
+    elif "implicit_gemm" in low or "implicit_convolve" in low:
+        algorithm = "implicit_gemm"
+    elif "gemm" in low:
+        algorithm = "gemm"
+    else:
+        return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
+"""
+_EX1_GOOD_INPUTS = """\
+    if "tf32" in low:
+        inputs = "tf32"
+    elif "bf16" in low:
+        inputs = "bf16"
+    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
+        inputs = "fp16"
+    else:
+        inputs = "fp32"
+"""
+_EX1_GOOD_CORES = """\
+    mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize", low)
+    cuda_cores = "simt" in low or low.endswith("ffma")
+"""
+_EX1_RETURN = """\
+    return {"tensor_cores": bool(mma) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
+"""
+_EX1_KERNEL = _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN
+_EX1_TRACE_HEAD = """\
+def read_trace(trace: list[tuple[str, float]]) -> dict:
+    \"\"\"A trace's answers: {"tensor_core_share", "tf32", "dominant"} (see the exercise).\"\"\"
+"""
+_EX1_TRACE = _EX1_TRACE_HEAD + """\
+    total, on_tensor_cores, per_kernel, input_types = 0.0, 0.0, {}, set()
+    for name, time_us in trace:
+        kernel = read_kernel(name)
+        total += time_us
+        if kernel["tensor_cores"]:
+            on_tensor_cores += time_us
+        if kernel["algorithm"] != "other":
+            per_kernel[name] = per_kernel.get(name, 0.0) + time_us
+            input_types.add(kernel["inputs"])
+    tf32 = True if "tf32" in input_types else False if "fp32" in input_types else None
+    return {"tensor_core_share": on_tensor_cores / total if total else 0.0, "tf32": tf32,
+            "dominant": max(per_kernel, key=per_kernel.get) if per_kernel else None}
+
+
+"""
+_EX2 = """\
 def tf32_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b with both inputs rounded to TF32 (10 mantissa bits, nearest, ties to even), summed in float32."""
-'''
-_EX2 = '''\
-def make_reproducible(seed: int) -> None:
-    """Seed every generator with seed and allow only deterministic kernels, in PyTorch and TensorFlow."""
-'''
-_EX3 = '''\
-def choose_switches(goal: dict) -> dict:
-    """The fastest library switches that meet a goal {"fixed_shapes", "repeatable", "match_float32"}."""
-'''
+    \"\"\"a @ b with both inputs rounded to TF32 (10 mantissa bits, nearest, ties to even), summed in float32.\"\"\"
+"""
+_EX3 = """\
+def find_nondeterministic(model: nn.Module, x: torch.Tensor) -> str | None:
+    \"\"\"The name of the submodule whose output varies between runs on identical inputs, or None.\"\"\"
+"""
+
+
+def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inputs: str =
+         "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True,
+         enter: str = "model.eval()", restore: str = "for module, training in modes.items(): module.training = training",
+         before_run: str = "pass") -> str:
+    """The model answer of Exercise 3 with one part changed."""
+    body = f"""\
+    names = {{module: name for name, module in model.named_modules() if name}}
+    runs = []
+
+    def record(module, inputs, output):
+        runs[-1].append((names[module], [t.detach().clone() for t in inputs], output.detach().clone()))
+
+    modes = {{module: module.training for module in model.modules()}}
+    handles = [module.register_forward_hook(record) for module in names]
+    try:
+        {enter}
+        with torch.no_grad():
+            for _ in range({runs}):
+                {before_run}
+                runs.append([])
+                model(x)
+    finally:
+        {"for handle in handles: handle.remove()" if cleanup else "pass"}
+        {restore}
+    for run in runs[1:]:
+        for (name, inputs_0, output_0), (_, inputs, output) in zip(runs[0], run):
+            if ({same_inputs}) and not ({compare}):
+                return name
+    return None
+"""
+    return _EX3 + body
+
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
+        # The constructed trace's answer, for every trace.
+        "constant": _EX1_TRACE_HEAD + """\
+    return {"tensor_core_share": 486.2 / 2358.0, "tf32": True, "dominant": "ampere_sgemm_128x64_tn"}
+""",
+        # There is no course helper for this: a reading of PyTorch's own op names instead of kernel names.
+        "helper": _EX1_TRACE + _EX1 + """\
+    low = name.lower()
+    algorithm = "implicit_gemm" if "conv" in low else "gemm" if ("mm" in low or "gemm" in low) else "other"
+    return {"tensor_cores": False, "inputs": None if algorithm == "other" else "fp32", "algorithm": algorithm}
+""",
+        # A table of the names shown in the lesson; anything else read as a float16 Tensor Core GEMM.
+        "visible_only": _EX1_TRACE + _EX1 + """\
+    table = {"ampere_sgemm_128x64_tn": (False, "fp32", "gemm"),
+             "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x64x16_stage6_warpsize2x2x1_tensor16x8x8": (True, "tf32", "gemm"),
+             "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_32x3_nn": (True, "bf16", "gemm")}
+    if name in table:
+        tensor_cores, inputs, algorithm = table[name]
+        return {"tensor_cores": tensor_cores, "inputs": inputs, "algorithm": algorithm}
+    if "elementwise" in name:
+        return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
+    if "winograd" in name:
+        return {"tensor_cores": False, "inputs": "fp32", "algorithm": "winograd"}
+    return {"tensor_cores": True, "inputs": "fp16", "algorithm": "gemm"}
+""",
+        # Tensor Cores' share counted in launches, not in device time.
+        "typical": _EX1_TRACE.replace("on_tensor_cores += time_us", "on_tensor_cores += 1").replace(
+            "total += time_us", "total += 1") + _EX1_KERNEL,
+        # The dominant kernel is the single longest launch: a kernel launched many times is missed.
+        "longest_launch": _EX1_TRACE.replace("per_kernel.get(name, 0.0) + time_us", "max(per_kernel.get(name, 0.0), time_us)")
+        + _EX1_KERNEL,
+        # Any kernel can dominate: communication or an elementwise kernel is named.
+        "dominant_any_kernel": _EX1_TRACE.replace('if kernel["algorithm"] != "other":', "if True:").replace(
+            "input_types.add(kernel[\"inputs\"])", "input_types.add(kernel[\"inputs\"]) if kernel[\"algorithm\"] != \"other\" else None")
+        + _EX1_KERNEL,
+        # No TF32 kernel means TF32 was off, even in a trace with no float32 matmul or convolution at all.
+        "tf32_never_none": _EX1_TRACE.replace('False if "fp32" in input_types else None', "False") + _EX1_KERNEL,
+        # f32 looked for before tf32: TF32 kernels (f32f32_tf32f32) read as float32.
+        "f32_first": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + """\
+    if "bf16" in low:
+        inputs = "bf16"
+    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
+        inputs = "fp16"
+    elif "f32" in low or "sgemm" in low or "float" in low:
+        inputs = "fp32"
+    elif "tf32" in low:
+        inputs = "tf32"
+    else:
+        inputs = "fp32"
+""" + _EX1_GOOD_CORES + _EX1_RETURN,
+        # "xmma" taken for Tensor Cores: the sm80 xmma float32 kernels on CUDA cores (ffma) count as Tensor Cores.
+        "xmma_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
+    mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize|xmma", low)
+    cuda_cores = "simt" in low
+""" + _EX1_RETURN,
+        # Tensor Cores whenever the inputs are 16-bit or TF32: float16 on CUDA cores (hgemm) passes as Tensor Cores.
+        "low_precision_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
+    return {"tensor_cores": inputs != "fp32", "inputs": inputs, "algorithm": algorithm}
+""",
+        # Only names with "gemm" are matmuls or convolutions: Winograd and FFT convolutions are missed.
+        "gemm_only": _EX1_TRACE + _EX1 + """\
+    low = name.lower()
+    if "implicit_gemm" in low or "implicit_convolve" in low:
+        algorithm = "implicit_gemm"
+    elif "gemm" in low:
+        algorithm = "gemm"
+    else:
+        return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
+""" + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # Case-sensitive: an upper-case name is read as nothing at all.
+        "case_sensitive": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
+        + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+    },
+    "ex2-solution": {
         # Plain float32: no rounding at all (what a CPU computes, not a Tensor Core in TF32 mode).
-        "constant": _EX1 + '''\
+        "constant": _EX2 + '''\
     return np.matmul(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32))
 ''',
         # The course's own emulation: off-limits here.
-        "helper": _EX1 + '''\
+        "helper": _EX2 + '''\
     return library_switches.tf32_matmul(a, b)
 ''',
         # Rounds only the first input: the visible tests' random products are close, ties in b are not.
-        "visible_only": _EX1 + '''\
+        "visible_only": _EX2 + '''\
     bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     bits = (bits + np.uint64(0x0FFF) + ((bits >> np.uint64(13)) & np.uint64(1))) & np.uint64(0xFFFFE000)
     rounded = bits.astype(np.uint32).view(np.float32)
@@ -42,13 +204,13 @@ WRONG: dict[str, dict[str, str]] = {
     return np.matmul(rounded, b).astype(np.float32)
 ''',
         # Truncates the 13 bits (rounds towards zero), as if TF32 simply dropped them.
-        "typical": _EX1 + '''\
+        "typical": _EX2 + '''\
     def cut(values):
         return (np.asarray(values, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
     return np.matmul(cut(a), cut(b)).astype(np.float32)
 ''',
         # Rounds ties away from zero (half an ulp always added): wrong on exact ties only.
-        "ties_away": _EX1 + '''\
+        "ties_away": _EX2 + '''\
     def to_tf32(values):
         bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
         bits = (bits + np.uint64(0x1000)) & np.uint64(0xFFFFE000)
@@ -56,79 +218,125 @@ WRONG: dict[str, dict[str, str]] = {
     return np.matmul(to_tf32(a), to_tf32(b)).astype(np.float32)
 ''',
         # Rounds in place: right numbers, but the caller's arrays are changed.
-        "in_place": _EX1 + '''\
+        "in_place": _EX2 + '''\
     for x in (a, b):
         bits = x.view(np.uint32)
         bits[...] = ((bits.astype(np.uint64) + 0x0FFF + ((bits >> 13) & 1)) & 0xFFFFE000).astype(np.uint32)
     return np.matmul(a, b).astype(np.float32)
 ''',
     },
-    "ex2-solution": {
-        # One fixed seed, whatever the caller asks for.
-        "constant": _EX2 + '''\
-    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, True
-    keras.utils.set_random_seed(0)
-    tf.config.experimental.enable_op_determinism()
-''',
-        # The course's own function: off-limits here.
-        "helper": _EX2 + '''\
-    library_switches.make_reproducible(seed)
-''',
-        # What the visible checks see: PyTorch's switch and every generator, nothing for cuBLAS, cuDNN or TensorFlow.
-        "visible_only": _EX2 + '''\
-    torch.use_deterministic_algorithms(True)
-    keras.utils.set_random_seed(seed)
-''',
-        # Seeds everything but leaves the kernels alone: "seeds are enough".
-        "typical": _EX2 + '''\
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    keras.utils.set_random_seed(seed)
-''',
-        # Everything but cuDNN's benchmark left on: its timing-based choice can differ between runs.
-        "benchmark_left_on": _EX2 + '''\
-    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.deterministic = True
-    keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
-''',
-    },
     "ex3-solution": {
-        # The fast settings for every goal.
-        "constant": _EX3 + '''\
-    return {"cudnn.benchmark": True, "cudnn.deterministic": False, "deterministic_algorithms": False,
-            "tf_op_determinism": False, "CUBLAS_WORKSPACE_CONFIG": None, "tf32": True}
-''',
-        # The course's own choice: off-limits here.
-        "helper": _EX3 + '''\
-    return library_switches.choose_switches(goal)
-''',
-        # Right for the visible goal (fixed shapes, nothing to repeat), strict and deterministic otherwise.
-        "visible_only": _EX3 + '''\
-    fast = goal == {"fixed_shapes": True, "repeatable": False, "match_float32": False}
-    return {"cudnn.benchmark": fast, "cudnn.deterministic": not fast, "deterministic_algorithms": not fast,
-            "tf_op_determinism": not fast, "CUBLAS_WORKSPACE_CONFIG": None if fast else ":4096:8", "tf32": fast}
-''',
-        # Turns TF32 off for repeatable runs too ("TF32 is not reproducible"), and forgets that bit-equality with
-        # float32 must also repeat.
-        "typical": _EX3 + '''\
-    repeatable = goal["repeatable"]
-    return {"cudnn.benchmark": goal["fixed_shapes"] and not repeatable, "cudnn.deterministic": repeatable,
-            "deterministic_algorithms": repeatable, "tf_op_determinism": repeatable,
-            "CUBLAS_WORKSPACE_CONFIG": ":4096:8" if repeatable else None,
-            "tf32": not (goal["match_float32"] or repeatable)}
-''',
-        # cudnn.benchmark whenever shapes are fixed, even for repeatable runs.
-        "benchmark_always": _EX3 + '''\
-    repeatable = goal["repeatable"] or goal["match_float32"]
-    return {"cudnn.benchmark": goal["fixed_shapes"], "cudnn.deterministic": repeatable,
-            "deterministic_algorithms": repeatable, "tf_op_determinism": repeatable,
-            "CUBLAS_WORKSPACE_CONFIG": ":4096:8" if repeatable else None, "tf32": not goal["match_float32"]}
-''',
+        # The visible model's answer.
+        "constant": _EX3 + """\
+    return "3"
+""",
+        # The course's simulator recognised by its class name: a custom kernel is missed.
+        "helper": _EX3 + """\
+    for name, module in model.named_modules():
+        if type(module).__name__ == "AtomicSum":
+            return name
+    return None
+""",
+        # Right on the visible models: looks for the module that sums over the last dimension, by its repr.
+        "visible_only": _EX3 + """\
+    for name, module in model.named_modules():
+        if "flagged" in repr(module) and not list(module.children()):
+            return name
+    return None
+""",
+        # Compares values within a tolerance: the last-bit differences of atomics pass as equal.
+        "typical": _ex3(compare="torch.allclose(output_0, output)"),
+        # Two runs only: a kernel that changes once in 6 calls looks deterministic.
+        "two_runs": _ex3(runs=2),
+        # The first module, in the order they ran, whose output differs, its inputs never checked: an atomic sum in a
+        # parent's own forward makes its deterministic child differ first (the reviewer's wrong answer).
+        "first_output_differs": _ex3(same_inputs="True"),
+        # Runs the model in the mode it was given: in training mode Dropout is reported (random numbers, the other
+        # cause) and every BatchNorm updates its running statistics 8 times.
+        "train_mode": _ex3(enter="pass", restore="pass"),
+        # Switches to eval mode and never switches back: the model is left in eval mode.
+        "left_in_eval": _ex3(restore="pass"),
+        # Puts the mode back with model.train(...): a frozen BatchNorm (eval inside a training model) is unfrozen.
+        "train_all_back": _ex3(restore="model.train(modes[model])"),
+        # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
+        "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
+        # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.
+        "registration_order": _EX3 + """\
+    outputs = {}
+    hooks = [module.register_forward_hook(lambda m, i, o, name=name: outputs.setdefault(name, []).append(o.detach().clone()))
+             for name, module in model.named_modules() if name]
+    try:
+        with torch.no_grad():
+            for _ in range(8):
+                model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for name, _ in model.named_modules():
+        if name and any(not torch.equal(outputs[name][0], out) for out in outputs[name][1:]):
+            return name
+    return None
+""",
+        # Looks for a culprit only when the model's output changes: a sign() at the end hides it.
+        "final_output_only": _EX3 + """\
+    with torch.no_grad():
+        outputs = [model(x) for _ in range(8)]
+    if all(torch.equal(outputs[0], out) for out in outputs):
+        return None
+    names = {module: name for name, module in model.named_modules() if name}
+    runs = []
+    handles = [m.register_forward_hook(lambda m, i, o: runs[-1].append((names[m], [t.clone() for t in i], o.clone())))
+               for m in names]
+    try:
+        with torch.no_grad():
+            for _ in range(8):
+                runs.append([])
+                model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    for run in runs[1:]:
+        for (name, i0, o0), (_, i1, o1) in zip(runs[0], run):
+            if all(torch.equal(a, b) for a, b in zip(i0, i1)) and not torch.equal(o0, o1):
+                return name
+    return None
+""",
+        # PyTorch's flag only: custom kernels are not flagged, so nothing is found.
+        "flag_only": _EX3 + """\
+    last = []
+    handles = [m.register_forward_pre_hook(lambda m, i, name=name: last.append(name))
+               for name, m in model.named_modules() if name]
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch.no_grad():
+            model(x)
+    except RuntimeError:
+        return last[-1]
+    finally:
+        torch.use_deterministic_algorithms(before)
+        for handle in handles:
+            handle.remove()
+    return None
+""",
+        # Hooks left on the model when a forward pass raises (removed after the loop, not in a finally block).
+        "hooks_left": _EX3 + """\
+    names = {module: name for name, module in model.named_modules() if name}
+    runs = []
+    handles = [m.register_forward_hook(lambda m, i, o: runs[-1].append((names[m], [t.clone() for t in i], o.clone())))
+               for m in names]
+    with torch.no_grad():
+        for _ in range(8):
+            runs.append([])
+            model(x)
+    for handle in handles:
+        handle.remove()
+    for run in runs[1:]:
+        for (name, i0, o0), (_, i1, o1) in zip(runs[0], run):
+            if all(torch.equal(a, b) for a, b in zip(i0, i1)) and not torch.equal(o0, o1):
+                return name
+    return None
+""",
     },
 }
 

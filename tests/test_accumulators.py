@@ -419,5 +419,52 @@ def test_float64_arrays_operations_and_constructs_no_gpu_compiles_are_found():
     assert float64_accumulators(local_float64, args) == ["acc (a float64 array)"]
     assert float64_accumulators(pow_half, args) == []  # one float64 operation per thread, not a sum: not counted
     [construct] = float64_accumulators(generator_sum, args)
-    assert construct.startswith("(a construct Numba cannot compile for a GPU") and "yield" in construct
+    assert construct.startswith("(a construct Numba cannot compile for a GPU: a generator expression in the kernel")
     assert float64_accumulators(warp_pad, args) == ["total"]
+
+
+@cuda.jit(device=True)
+def _squares_in_a_list(p, i):
+    return sum([p[r, i] * p[r, i] for r in range(p.shape[0])])
+
+
+def test_constructs_cuda_refuses_and_float64_arithmetic_in_a_loop_are_found():
+    """Review r11: a list comprehension (njit accepts it, the CUDA target does not), also in a device function, and a
+    float64 product cast back to float32 before the sum; an int counter and one float64 division after the loop
+    pass (the division is one operation per thread)."""
+    @cuda.jit
+    def list_sum(p, out):
+        i = cuda.grid(1)
+        out[i] = sum([p[r, i] for r in range(p.shape[0])])
+
+    @cuda.jit
+    def device_list(p, out):
+        i = cuda.grid(1)
+        out[i] = _squares_in_a_list(p, i)
+
+    @cuda.jit
+    def cast_back(p, out):
+        i = cuda.grid(1)
+        total = np.float32(0.0)
+        for r in range(p.shape[0]):
+            product = p[r, i] * 1.0
+            total += np.float32(product)
+        out[i] = total
+
+    @cuda.jit
+    def mean_with_counter(p, out):
+        i = cuda.grid(1)
+        total, n = np.float32(0.0), 0
+        for r in range(p.shape[0]):
+            total += p[r, i]
+            n += 1
+        out[i] = total / n
+
+    args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
+    [construct] = float64_accumulators(list_sum, args)
+    assert "a list comprehension in the kernel" in construct
+    [construct] = float64_accumulators(device_list, args)
+    assert "a list comprehension in device function _squares_in_a_list" in construct
+    [arithmetic] = float64_accumulators(cast_back, args)
+    assert arithmetic.startswith("(float64 arithmetic in a loop, line ") and "product = p[r, i] * 1.0" in arithmetic
+    assert float64_accumulators(mean_with_counter, args) == []

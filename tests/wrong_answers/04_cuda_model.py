@@ -249,6 +249,16 @@ def make_conv3x3_kernel():
                 out[i, j] = sum(weights[a, b] * image[i + a - 1, j + b - 1] for a in range(3) for b in range(3)
                                 if 0 <= i + a - 1 < rows and 0 <= j + b - 1 < cols)
 """),
+        # Review r11: a list comprehension inside sum(): njit on a CPU accepts it, Numba's CUDA target refuses it.
+        "r11_list_comprehension_sum": _ex1("""\
+                out[i, j] = sum([weights[a, b] * image[i + a - 1, j + b - 1] for a in range(3) for b in range(3)
+                                 if 0 <= i + a - 1 < rows and 0 <= j + b - 1 < cols])
+"""),
+        # Review r11: each product in float64, cast back before the float32 sum: a float64 multiply per tap.
+        "r11_f64_product": _ex1(_EX1_SUM.replace(
+            "total += weights[a, b] * image[r, c]",
+            "prod = weights[a, b] * image[r, c] * 1.0\n"
+            "                            total += np.float32(prod)")),
         # Review r10: the sum kept in a float64 local array: every multiply-add runs in float64.
         "r10_local_float64": _ex1(_EX1_SUM.replace(
             "                total = np.float32(0.0)\n",

@@ -20,6 +20,7 @@ import ast
 import collections
 import functools
 import inspect
+import linecache
 import re
 import sys
 import textwrap
@@ -385,6 +386,43 @@ def _stub_cuda() -> pytypes.ModuleType:
     return module
 
 
+#: Python constructs that njit compiles on a CPU but Numba's CUDA target refuses (its kernels hold no lists, sets,
+#: dicts, generators, exception handlers or context managers): named by the source check, since the njit typing above accepts them.
+_REFUSED_BY_CUDA = {ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
+                    ast.DictComp: "a dict comprehension", ast.GeneratorExp: "a generator expression",
+                    ast.Try: "a try statement", ast.With: "a with statement", ast.Yield: "a yield",
+                    ast.YieldFrom: "a yield"}
+
+
+def _constructs_cuda_refuses(tree: ast.AST, where: str) -> list[str]:
+    """One entry per construct in ``tree`` that Numba's CUDA target cannot compile, naming it and its line."""
+    return [f"(a construct Numba cannot compile for a GPU: {_REFUSED_BY_CUDA[type(node)]} in {where}, line "
+            f"{node.lineno})" for node in ast.walk(tree) if type(node) in _REFUSED_BY_CUDA]
+
+
+def _device_functions(function: pytypes.FunctionType, depth: int = 0) -> list[pytypes.FunctionType]:
+    """The Python functions of the device functions a kernel calls (globals and closure), followed a few levels."""
+    values = [cell.cell_contents for cell in function.__closure__ or () if _cell_is_full(cell)]
+    values += [function.__globals__[name] for name in _names_used(function.__code__) if name in function.__globals__]
+    found = []
+    for value in values:
+        device = getattr(value, "py_func", value)
+        if _is_device_function(value) and isinstance(device, pytypes.FunctionType) and device is not function:
+            found.append(device)
+            if depth < 3:
+                found += _device_functions(device, depth + 1)
+    return found
+
+
+def _cell_is_full(cell: pytypes.CellType) -> bool:
+    """Whether a closure cell holds a value (a cell read before assignment raises ValueError)."""
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 def _is_numba_cuda(value: object) -> bool:
     """True for the numba.cuda module (simulator or real target), or the course tracer's fake of it."""
     if isinstance(value, pytypes.ModuleType):
@@ -503,11 +541,13 @@ def numba_float64_sums(kernel: Callable, args: tuple) -> list[str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         done[id(function)][1].compile(tuple(numba.typeof(arg) for arg in args))
-    found = set()
+    found, in_loops = set(), set()
     for _, dispatcher, original in done.values():
         updated = _updated_names(original)
         for signature in dispatcher.signatures:
-            typemap = dispatcher.overloads[signature].type_annotation.typemap
+            annotation = dispatcher.overloads[signature].type_annotation
+            typemap = annotation.typemap
+            in_loops |= _float64_arithmetic_in_loops(annotation.blocks, typemap)
             for name, kind in typemap.items():
                 local = re.sub(r"\.\d+$", "", name)
                 if not name.startswith(("$", "arg.")) and isinstance(kind, types.Array) \
@@ -517,10 +557,40 @@ def numba_float64_sums(kernel: Callable, args: tuple) -> list[str]:
                     continue
                 elif updated is None or local in updated:
                     found.add(local)
+    found = found or in_loops  # a float64 sum already names the line that matters; else the arithmetic does
     if len(_TYPED) > 512:
         _TYPED.clear()
     _TYPED[key] = tuple(sorted(found))
     return sorted(found)
+
+
+def _float64_arithmetic_in_loops(blocks: dict, typemap: dict) -> set:
+    """One entry per source line where Numba's IR does float64 arithmetic inside a loop (``p = w[k] * 1.0`` then
+    ``total += np.float32(p)``): a cast back to float32 before the sum does not undo the float64 multiply, which
+    runs once per iteration. Conversions (``np.float64(v)``) and int arithmetic are not counted; one float64
+    operation per thread after the loops (``out[i] = total / 9``) is not either."""
+    from numba.core import ir, types
+    from numba.core.analysis import compute_cfg_from_blocks
+
+    loops = compute_cfg_from_blocks(blocks).loops().values()
+    in_loop = set().union(*(loop.body for loop in loops)) if loops else set()
+    entries = set()
+    for label in in_loop:
+        for statement in blocks[label].body:
+            if not (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Expr)) \
+                    or typemap.get(statement.target.name) != types.float64:
+                continue
+            expression = statement.value
+            if expression.op == "call":
+                arguments = [typemap.get(arg.name) for arg in expression.args if isinstance(arg, ir.Var)]
+                if types.float64 not in arguments:
+                    continue  # a conversion such as np.float64(v): the arithmetic after it is what counts
+            elif expression.op not in ("binop", "inplace_binop", "unary"):
+                continue
+            line = linecache.getline(statement.loc.filename, statement.loc.line).strip()
+            entries.add(f"(float64 arithmetic in a loop, line {statement.loc.line}"
+                        + (f": {line[:80]})" if line else ")"))
+    return entries
 
 
 def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] = None) -> list[str]:
@@ -596,6 +666,14 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
             if _float64_in_update(node.value, float64_names, element_names, kinds):
                 float64_updates.add(node.target.id)
     found = ((started | float64_names) & updated) | (int_started & updated_with_elements) | float64_updates
+    found.update(_constructs_cuda_refuses(tree, "the kernel"))
+    if not isinstance(kernel, str):
+        for device in _device_functions(getattr(kernel, "py_func", kernel)):
+            try:
+                device_tree = ast.parse(textwrap.dedent(inspect.getsource(device)))
+            except (OSError, TypeError, SyntaxError):
+                continue
+            found.update(_constructs_cuda_refuses(device_tree, f"device function {device.__name__}"))
     if args is not None and not isinstance(kernel, str):
         from numba.core.errors import UnsupportedError
 
@@ -604,7 +682,8 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
         except UnsupportedError as error:  # a construct Numba compiles for no target (a generator, a comprehension)
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             reason = next((line for line in lines if "unsupported" in line.lower()), lines[0] if lines else "")
-            found.add(f"(a construct Numba cannot compile for a GPU: {reason[:120]})")
+            if not any(name.startswith("(a construct") for name in found):  # the source check named it already
+                found.add(f"(a construct Numba cannot compile for a GPU: {reason[:120]})")
         except Exception:  # noqa: BLE001 - the stub lacks a name, or njit refuses what CUDA takes: source check alone
             pass
     return sorted(found)

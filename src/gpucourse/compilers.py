@@ -16,12 +16,15 @@ Graph breaks and recompiles are observed with the ``eager`` backend or a :class:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -247,12 +250,79 @@ def traceable_forward(model: ClippedMLP, x: torch.Tensor) -> torch.Tensor:
     return model.fc2(F.gelu(h * scale)) + x
 
 
-def serve_batches(fn: Callable[[torch.Tensor], torch.Tensor], batches: Sequence[torch.Tensor],
-                  backend: object = "eager") -> list[torch.Tensor]:
-    """``fn`` on every batch, compiled once with ``backend`` for any size (dynamic=True): exercise 3's answer."""
-    compiled = torch.compile(fn, backend=backend, dynamic=True)
-    with quiet():
-        return [compiled(batch) for batch in batches]
+# --- reading inductor's generated code (exercise 3) ----------------------------------------------------------------
+
+RECORDED_CODE = Path(__file__).with_name("recorded") / "inductor_cpu.json"
+"""Code inductor generated on a CPU for the lesson's chains (tools/record_inductor_code.py): exercise 3 reads it, so
+its grade does not depend on whether the grader's machine can compile."""
+
+ITEMSIZE = {"float": 4, "double": 8, "at::Half": 2, "at::BFloat16": 2, "half": 2, "bfloat16": 2, "int64_t": 8,
+            "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1, "bool": 1}
+"""Bytes per element of the C++ element types in inductor's CPU kernels."""
+
+
+def recorded_code(name: str | None = None) -> dict:
+    """The recording (``name=None``: its metadata and every chain) or one chain's entry: ``source`` (the function
+    compiled), ``inputs`` (shapes and dtypes) and ``code`` (the text ``run_and_get_code`` returned), labelled with the
+    torch version, machine and date it was recorded on."""
+    record = json.loads(RECORDED_CODE.read_text(encoding="utf-8"))
+    if name is None:
+        return record
+    if name not in record["chains"]:
+        raise KeyError(f"no recorded chain {name!r}; recorded: {sorted(record['chains'])}")
+    return {**record["chains"][name], "torch": record["torch"], "machine": record["machine"], "date": record["date"]}
+
+
+def _split_arguments(text: str) -> list[str]:
+    """A call's arguments, split at the commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+    parts.append(text[start:].strip())
+    return [part for part in parts if part]
+
+
+def _elements(sizes: str) -> int:
+    """Elements of a tensor whose sizes are written ``(37, 53)`` inside the parentheses (``()`` is one element)."""
+    return math.prod(int(size) for size in sizes.replace(" ", "").split(",") if size)
+
+
+def kernel_traffic(code: str) -> list[dict]:
+    """Each launch of a generated kernel in inductor's C++ output ``code``, in order: its name and the bytes of the
+    buffers it reads (``in_ptr``, ``in_out_ptr``) and writes (``out_ptr``, ``in_out_ptr``). Exercise 3's answer."""
+    kernels = {}   # name -> [(kind of parameter or None, bytes per element)] in the order of its parameters
+    for name, source in re.findall(r"^(\w+) = async_compile\.cpp_pybinding\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):
+        params = re.search(r'extern "C"\s+void\s+kernel\((.*?)\)', source, re.S).group(1)
+        kernels[name] = []
+        for param in params.split(","):
+            pointer = re.fullmatch(r"\s*(?:const\s+)?([\w:]+)\s*\*\s*(in_out_ptr|in_ptr|out_ptr)\d+\s*", param)
+            kernels[name].append((pointer.group(2), ITEMSIZE[pointer.group(1)]) if pointer else (None, 0))
+    elements: dict[str, int] = {}
+    launches = []
+    for line in code[code.index("def call("):].splitlines():
+        line = line.strip()
+        if match := re.match(r"assert_size_stride\((\w+), \(([^)]*)\)", line):
+            elements[match.group(1)] = _elements(match.group(2))
+        elif match := re.match(r"(\w+) = empty_strided\w*\(\(([^)]*)\)", line):
+            elements[match.group(1)] = _elements(match.group(2))
+        elif match := re.match(r"(\w+) = reinterpret_tensor\((\w+), \(([^)]*)\)", line):
+            elements[match.group(1)] = _elements(match.group(3))
+        elif match := re.match(r"(\w+) = (\w+); del \2", line):
+            elements[match.group(1)] = elements[match.group(2)]
+        elif (match := re.match(r"(\w+)\((.*)\)$", line)) and match.group(1) in kernels:
+            read = written = 0
+            for (kind, itemsize), argument in zip(kernels[match.group(1)], _split_arguments(match.group(2))):
+                if kind is None:
+                    continue
+                view = re.match(r"reinterpret_tensor\((\w+), \(([^)]*)\)", argument)
+                size = (_elements(view.group(2)) if view else elements[argument]) * itemsize
+                read += size if kind in ("in_ptr", "in_out_ptr") else 0
+                written += size if kind in ("out_ptr", "in_out_ptr") else 0
+            launches.append({"kernel": match.group(1), "read": read, "written": written})
+    return launches
 
 
 def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[], None] | None = None
@@ -274,5 +344,5 @@ def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[]
 
 
 __all__ = ["BreakReport", "ClippedMLP", "GraphRecorder", "TinyBlock", "break_report", "choose_backend", "count_graphs",
-           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "rms_norm", "serve_batches",
+           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "kernel_traffic", "recorded_code", "rms_norm",
            "time_compile", "traceable_forward"]

@@ -69,19 +69,32 @@ def test_count_graphs_rejects_bad_inputs(inputs):
         compilers.count_graphs(torch.sin, inputs)
 
 
-def test_break_report_of_the_clipped_mlp_and_its_fix(capfd):
+def test_break_report_of_the_noisy_mlp_and_its_fix(capfd):
     torch.manual_seed(0)
-    model = compilers.ClippedMLP(dim=8, clip=1.0)
+    model = compilers.NoisyMLP(dim=8, clip=1.0, faults=("item", "branch", "mask"))
     x = torch.randn(4, 8) * 3
     with torch.no_grad():
         broken = compilers.break_report(model, x)
-        fixed = compilers.break_report(compilers.traceable_forward, model, x)
-        assert torch.allclose(compilers.traceable_forward(model, x), model(x), atol=1e-6)
-        small = x * 1e-3
-        assert torch.allclose(compilers.traceable_forward(model, small), model(small), atol=1e-6)
-    assert (broken.graphs, broken.breaks) == (2, 1) and "item" in broken.reasons[0]
+        fixed = compilers.break_report(compilers.steady_forward, model, x, torch.tensor(0))
+        for inputs in (x, x * 1e-3):
+            assert torch.allclose(compilers.steady_forward(model, inputs, torch.tensor(0)), model(inputs), atol=1e-6)
+    assert (broken.graphs, broken.breaks) == (4, 3) and "item" in broken.reasons[0]
     assert (fixed.graphs, fixed.breaks) == (1, 0) and fixed.ops_per_graph[0].count("linear") == 2
     assert capfd.readouterr().err == ""
+
+
+def test_run_steady_compiles_once_over_steps_and_batch_sizes(capsys):
+    torch.manual_seed(1)
+    model = compilers.NoisyMLP(dim=6, warmup=3)
+    batches = [torch.randn(5, 6), torch.randn(5, 6), torch.randn(3, 6)]
+    torch._dynamo.reset()
+    recorder = compilers.GraphRecorder()
+    with torch.no_grad():
+        outputs = compilers.run_steady(model, batches, recorder)
+        expected = [model(x, step=step) for step, x in enumerate(batches)]
+    assert recorder.graph_count == 1 and recorder.calls == 3
+    assert all(torch.allclose(o, e, atol=1e-5) for o, e in zip(outputs, expected))
+    assert capsys.readouterr().out.count("mean activation") == 3   # the eager model's log line, not the compiled one's
 
 
 def test_kernel_traffic_reads_the_recorded_chains():
@@ -139,11 +152,13 @@ def test_hand_written_layers_match_torch():
     assert torch.allclose(compilers.rms_norm(x, torch.ones(8)), F.rms_norm(x, (8,), eps=1e-6), atol=1e-6)
 
 
-def test_clipped_mlp_validates_its_arguments():
+def test_noisy_mlp_validates_its_arguments():
     with pytest.raises(ValueError, match="clip"):
-        compilers.ClippedMLP(clip=0.0)
+        compilers.NoisyMLP(clip=0.0)
     with pytest.raises(TypeError, match="dim"):
-        compilers.ClippedMLP(dim="16")
+        compilers.NoisyMLP(dim="16")
+    with pytest.raises(ValueError, match="unknown faults"):
+        compilers.NoisyMLP(faults=("item", "numpy"))
 
 
 def test_time_compile_returns_first_and_steady_seconds():

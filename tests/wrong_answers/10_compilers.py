@@ -207,43 +207,68 @@ def diagnose(prof, stages) -> dict:
     },
 }
 
-_EX3 = '''\
-def clipped_mlp(model, x: torch.Tensor) -> torch.Tensor:
-    """model(x) for a compilers.ClippedMLP, in tensor operations only: one graph, no graph break."""
+_EX2_SOLUTION = 'def steady_forward(model, x: torch.Tensor, step: torch.Tensor) -> torch.Tensor:\n    """model(x, step) for a compilers.NoisyMLP in tensor operations only: one graph, no graph break."""\n    h = model.fc1(x)\n    if "item" in model.faults:     # `faults` is fixed per model: Dynamo reads it once and guards on it\n        h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)          # 1 when the peak is within clip\n    if "branch" in model.faults:\n        h = torch.where(h.mean() > model.shift, h - model.shift, h)\n    if "mask" in model.faults:\n        h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()   # the same sum, a fixed shape\n    out = model.fc2(F.gelu(h))\n    if "step" in model.faults:\n        out = out * torch.clamp((step + 1) / model.warmup, max=1.0)\n    return out + x\n\n\ndef run_steps(model, batches, backend) -> list:\n    """steady_forward\'s output for each batch at steps 0, 1, 2, ...: one compilation, no recompile."""\n    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)   # any batch size, one graph\n    return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]   # the step as a tensor\n'
+
+
+def _ex2(old: str, new: str) -> str:
+    """Exercise 2's model answer with one mistake: ``old`` replaced by ``new`` (which must occur)."""
+    assert old in _EX2_SOLUTION, old
+    return _EX2_SOLUTION.replace(old, new)
+
+
+_EX2_RUN = '''
+
+def run_steps(model, batches, backend) -> list:
+    """steady_forward's output for each batch at steps 0, 1, 2, ...: one compilation, no recompile."""
+    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)
+    return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]
 '''
 WRONG["ex2-solution"] = {
-    # The input, unchanged: a tensor of the right shape.
-    "constant": _EX3 + '''\
+    # The input, unchanged: tensors of the right shape.
+    "constant": '''\
+def steady_forward(model, x, step):
     return x.clone()
+
+
+def run_steps(model, batches, backend) -> list:
+    return [x.clone() for x in batches]
 ''',
     # The course's own answer: off-limits here.
-    "helper": _EX3 + '''\
-    return compilers.traceable_forward(model, x)
+    "helper": '''\
+def steady_forward(model, x, step):
+    return compilers.steady_forward(model, x, step)
+
+
+def run_steps(model, batches, backend) -> list:
+    return compilers.run_steady(model, batches, backend)
 ''',
-    # Always scales (the visible input's peak is above the threshold): wrong when the peak is below it.
-    "visible_only": _EX3 + '''\
-    h = model.fc1(x)
-    return model.fc2(F.gelu(h * (model.clip / h.abs().amax()))) + x
-''',
+    # Compiled with the default shapes: right while every batch has the same size, a recompile for a smaller one.
+    "visible_only": _ex2("torch.compile(steady_forward, backend=backend, dynamic=True)",
+                         "torch.compile(steady_forward, backend=backend)"),
     # The .item() left in: min() on a Python float instead of an if, but still a graph break.
-    "typical": _EX3 + '''\
-    h = model.fc1(x)
-    peak = h.abs().max().item()
-    return model.fc2(F.gelu(h * min(1.0, model.clip / peak))) + x
-''',
-    # Hides the break behind torch._dynamo.disable: the disabled call is itself a break.
-    "disabled": _EX3 + '''\
-    return torch._dynamo.disable(model)(x)
-''',
-    # The data-dependent branch kept on a tensor comparison: still a break (generic_jump).
-    "tensor_if": _EX3 + '''\
-    h = model.fc1(x)
-    peak = h.abs().amax()
-    if peak > model.clip:
-        h = h * (model.clip / peak)
-    return model.fc2(F.gelu(h)) + x
-''',
+    "typical": _ex2("h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)",
+                    "h = h * min(1.0, model.clip / h.abs().max().item())"),
+    # The data-dependent selection kept: a dynamic shape breaks the graph.
+    "mask_kept": _ex2("h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()",
+                      "h = h - h[h.abs() > model.floor].sum() / h.numel()"),
+    # The branch kept as a Python if on a tensor comparison: still a break.
+    "tensor_if": _ex2("h = torch.where(h.mean() > model.shift, h - model.shift, h)",
+                      "h = h - model.shift if h.mean() > model.shift else h"),
+    # The step read back as a Python number: a break (and a guard on its value).
+    "step_number": _ex2("out = out * torch.clamp((step + 1) / model.warmup, max=1.0)",
+                        "out = out * min(1.0, (int(step) + 1) / model.warmup)"),
+    # Hides the model behind torch._dynamo.disable: the disabled call is itself a break.
+    "disabled": '''\
+def steady_forward(model, x, step):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return torch._dynamo.disable(model)(x, int(step))
+''' + _EX2_RUN,
+    # Every habit applied, whatever model.faults says.
+    "ignores_faults": _ex2('''if "mask" in model.faults:''', "if True:"),
+    # Runs steady_forward eagerly: right outputs, nothing compiled.
+    "eager": _ex2("compiled = torch.compile(steady_forward, backend=backend, dynamic=True)", "compiled = steady_forward"),
 }
+
 _EX3_HEAD = '''\
 def kernel_traffic(code: str) -> list:
     """One {"kernel", "read", "written"} per launch of a generated kernel in inductor's CPU code, in launch order."""

@@ -69,28 +69,72 @@ def test_count_graphs_rejects_bad_inputs(inputs):
         compilers.count_graphs(torch.sin, inputs)
 
 
-def test_break_report_of_the_clipped_mlp_and_its_fix(capfd):
+def test_break_report_of_the_noisy_mlp_and_its_fix(capfd):
     torch.manual_seed(0)
-    model = compilers.ClippedMLP(dim=8, clip=1.0)
+    model = compilers.NoisyMLP(dim=8, clip=1.0, faults=("item", "branch", "mask"))
     x = torch.randn(4, 8) * 3
     with torch.no_grad():
         broken = compilers.break_report(model, x)
-        fixed = compilers.break_report(compilers.traceable_forward, model, x)
-        assert torch.allclose(compilers.traceable_forward(model, x), model(x), atol=1e-6)
-        small = x * 1e-3
-        assert torch.allclose(compilers.traceable_forward(model, small), model(small), atol=1e-6)
-    assert (broken.graphs, broken.breaks) == (2, 1) and "item" in broken.reasons[0]
+        fixed = compilers.break_report(compilers.steady_forward, model, x, torch.tensor(0))
+        for inputs in (x, x * 1e-3):
+            assert torch.allclose(compilers.steady_forward(model, inputs, torch.tensor(0)), model(inputs), atol=1e-6)
+    assert (broken.graphs, broken.breaks) == (4, 3) and "item" in broken.reasons[0]
     assert (fixed.graphs, fixed.breaks) == (1, 0) and fixed.ops_per_graph[0].count("linear") == 2
     assert capfd.readouterr().err == ""
 
 
-def test_serve_batches_compiles_once_for_every_shape():
+def test_run_steady_compiles_once_over_steps_and_batch_sizes(capsys):
+    torch.manual_seed(1)
+    model = compilers.NoisyMLP(dim=6, warmup=3)
+    batches = [torch.randn(5, 6), torch.randn(5, 6), torch.randn(3, 6)]
     torch._dynamo.reset()
     recorder = compilers.GraphRecorder()
-    batches = [torch.randn(b, t, 4) for b, t in ((2, 3), (5, 7), (3, 9))]
-    outputs = compilers.serve_batches(lambda x: x.softmax(-1) * 2, batches, recorder)
+    with torch.no_grad():
+        outputs = compilers.run_steady(model, batches, recorder)
+        expected = [model(x, step=step) for step, x in enumerate(batches)]
     assert recorder.graph_count == 1 and recorder.calls == 3
-    assert all(torch.allclose(o, b.softmax(-1) * 2) for o, b in zip(outputs, batches))
+    assert all(torch.allclose(o, e, atol=1e-5) for o, e in zip(outputs, expected))
+    assert capsys.readouterr().out.count("mean activation") == 3   # the eager model's log line, not the compiled one's
+
+
+def test_kernel_traffic_reads_the_recorded_chains():
+    readings = {name: compilers.kernel_traffic(compilers.recorded_code(name)["code"])
+                for name in compilers.recorded_code()["chains"]}
+    assert readings["tanh_chain"] == [{"kernel": "cpp_fused_add_mul_tanh_0", "read": 2000, "written": 2000}]
+    assert [(k["read"], k["written"]) for k in readings["around_a_matmul"]] == [(252, 252), (180, 180)]
+    assert readings["softmax_rows"][0]["written"] == 2 * 37 * 4 + 37 * 53 * 4
+    assert readings["row_sums"] == [{"kernel": "cpp_fused_mul_sum_0", "read": 45 * 77 * 2, "written": 45 * 2}]
+    assert len(readings["around_a_sort"]) == 2 and len(readings["return_a_view"]) == 1
+
+
+def test_kernel_traffic_reads_views_and_size_arguments():
+    """A kernel with a size argument (dynamic shapes) and a view passed to it directly or through a name."""
+    code = """
+cpp_fused_k_0 = async_compile.cpp_pybinding(['const double*', 'int64_t*', 'const int64_t'], r'''
+extern "C"  void  kernel(const double* in_ptr0,
+                       int64_t* out_ptr0,
+                       const int64_t ks0)
+{
+}
+''')
+def call(self, args):
+        arg0_1, = args
+        assert_size_stride(arg0_1, (4, 6), (6, 1), 'input')
+        buf0 = empty_strided_cpu((24, ), (1, ), torch.int64)
+        buf1 = reinterpret_tensor(buf0, (2, 3), (3, 1), 0)
+        cpp_fused_k_0(reinterpret_tensor(arg0_1, (3, 2), (2, 1), 0), buf1, 6)
+        return (buf1, )
+"""
+    assert compilers.kernel_traffic(code) == [{"kernel": "cpp_fused_k_0", "read": 48, "written": 48}]
+
+
+def test_recorded_code_is_labelled_and_names_its_chains():
+    record = compilers.recorded_code()
+    assert record["torch"] and record["date"] and record["machine"]
+    entry = compilers.recorded_code("gated")
+    assert "def gated" in entry["source"] and entry["inputs"][1]["shape"] == [53] and "def call(" in entry["code"]
+    with pytest.raises(KeyError, match="recorded"):
+        compilers.recorded_code("nope")
 
 
 def test_tiny_block_keeps_its_shape_and_checks_its_sizes():
@@ -108,11 +152,13 @@ def test_hand_written_layers_match_torch():
     assert torch.allclose(compilers.rms_norm(x, torch.ones(8)), F.rms_norm(x, (8,), eps=1e-6), atol=1e-6)
 
 
-def test_clipped_mlp_validates_its_arguments():
+def test_noisy_mlp_validates_its_arguments():
     with pytest.raises(ValueError, match="clip"):
-        compilers.ClippedMLP(clip=0.0)
+        compilers.NoisyMLP(clip=0.0)
     with pytest.raises(TypeError, match="dim"):
-        compilers.ClippedMLP(dim="16")
+        compilers.NoisyMLP(dim="16")
+    with pytest.raises(ValueError, match="unknown faults"):
+        compilers.NoisyMLP(faults=("item", "numpy"))
 
 
 def test_time_compile_returns_first_and_steady_seconds():

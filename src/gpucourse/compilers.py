@@ -6,9 +6,10 @@
   counts the calls of the compiled graphs; it runs each graph as it is (``gm.forward``), so no compiler is needed.
   :func:`count_graphs` uses it to count (re)compilations over a list of inputs.
 - :func:`break_report` reads ``torch._dynamo.explain``: graphs, graph breaks and their reasons, operations per graph.
-- :class:`TinyBlock` (a transformer block) and :class:`ClippedMLP` (a model with a graph break) are the lesson's
-  models. :func:`traceable_forward` and :func:`serve_batches` are the instructor's answers to its exercises 2 and 3
-  (off-limits while those are graded).
+- :class:`TinyBlock` (a transformer block) and :class:`NoisyMLP` (a model with graph breaks and a recompile) are the
+  lesson's models. :func:`steady_forward` and :func:`run_steady` are the instructor's answer to its exercise 2, and
+  :func:`kernel_traffic` (reading inductor's generated code, :func:`recorded_code`) to its exercise 3 (off-limits
+  while those are graded).
 
 Graph breaks and recompiles are observed with the ``eager`` backend or a :class:`GraphRecorder`: fast, no compiler.
 """
@@ -16,12 +17,15 @@ Graph breaks and recompiles are observed with the ``eager`` backend or a :class:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -220,39 +224,147 @@ class TinyBlock(nn.Module):
         return x + self.fc2(gelu_tanh(self.fc1(rms_norm(x, self.norm2))))
 
 
-class ClippedMLP(nn.Module):
-    """An MLP block that scales its hidden activations down to ``clip`` when their peak exceeds it. Its forward reads
-    the peak with ``.item()`` and branches on it in Python: a graph break (lesson 10, exercise 2)."""
+class NoisyMLP(nn.Module):
+    """An MLP block with habits of real training code that break graphs or recompile (lesson 10, exercise 2).
 
-    def __init__(self, dim: int = 16, clip: float = 2.0, hidden: int | None = None) -> None:
+    ``faults`` picks which habits it has: ``"item"`` (clip the hidden activations by their peak, read with ``.item()``,
+    behind a Python ``if``), ``"branch"`` (a Python ``if`` on a tensor's value), ``"print"`` (a log line),
+    ``"mask"`` (a boolean-mask selection: a data-dependent shape) and ``"step"`` (a warm-up ramp on the Python int
+    ``step``, which changes every call)."""
+
+    FAULTS = ("item", "branch", "print", "mask", "step")
+
+    def __init__(self, dim: int = 16, clip: float = 2.0, shift: float = 0.1, floor: float = 0.5, warmup: int = 4,
+                 faults: Sequence[str] = FAULTS, hidden: int | None = None) -> None:
         super().__init__()
         dim = positive_int("dim", dim)
         self.fc1 = nn.Linear(dim, positive_int("hidden", hidden) if hidden is not None else 4 * dim)
         self.fc2 = nn.Linear(self.fc1.out_features, dim)
-        self.clip = positive_number("clip", clip)
+        self.clip, self.floor = positive_number("clip", clip), positive_number("floor", floor)
+        self.shift, self.warmup = float(shift), positive_int("warmup", warmup)
+        unknown = set(faults) - set(self.FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; choose from {self.FAULTS}")
+        self.faults = frozenset(faults)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """fc2(gelu(h)) + x, with h = fc1(x) scaled by clip / peak when its peak |h| is above clip."""
+    def forward(self, x: torch.Tensor, step: int = 0) -> torch.Tensor:
+        """x + fc2(gelu(h)) with h = fc1(x) and the habits in ``faults``; ``step`` counts the training steps."""
         h = self.fc1(x)
-        peak = h.abs().max().item()          # a Python float: Dynamo stops the graph here
-        if peak > self.clip:                 # Python control flow on a tensor's value
-            h = h * (self.clip / peak)
-        return self.fc2(F.gelu(h)) + x
+        if "item" in self.faults:
+            peak = h.abs().max().item()              # a Python float: the graph stops here
+            if peak > self.clip:                     # a Python branch on it
+                h = h * (self.clip / peak)
+        if "branch" in self.faults:
+            if h.mean() > self.shift:                # Python control flow on a tensor's value
+                h = h - self.shift
+        if "print" in self.faults:
+            print(f"step {step}: mean activation {h.mean():.3f}")   # a side effect outside torch
+        if "mask" in self.faults:
+            kept = h[h.abs() > self.floor]           # the size of `kept` depends on the values
+            h = h - kept.sum() / h.numel()
+        out = self.fc2(F.gelu(h))
+        if "step" in self.faults:
+            out = out * min(1.0, (step + 1) / self.warmup)   # a Python int that changes every call
+        return out + x
 
 
-def traceable_forward(model: ClippedMLP, x: torch.Tensor) -> torch.Tensor:
-    """``model(x)`` of a :class:`ClippedMLP` with tensor operations only: one graph, no break (exercise 2's answer)."""
+def steady_forward(model: NoisyMLP, x: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+    """``model(x, step)`` of a :class:`NoisyMLP` in tensor operations only, ``step`` a 0-d tensor: one graph, no
+    break (exercise 2's answer)."""
     h = model.fc1(x)
-    scale = torch.clamp(model.clip / h.abs().amax(), max=1.0)   # 1 when the peak is within clip: no branch
-    return model.fc2(F.gelu(h * scale)) + x
+    if "item" in model.faults:
+        h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)
+    if "branch" in model.faults:
+        h = torch.where(h.mean() > model.shift, h - model.shift, h)
+    if "mask" in model.faults:
+        h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()
+    out = model.fc2(F.gelu(h))
+    if "step" in model.faults:
+        out = out * torch.clamp((step + 1) / model.warmup, max=1.0)
+    return out + x
 
 
-def serve_batches(fn: Callable[[torch.Tensor], torch.Tensor], batches: Sequence[torch.Tensor],
-                  backend: object = "eager") -> list[torch.Tensor]:
-    """``fn`` on every batch, compiled once with ``backend`` for any size (dynamic=True): exercise 3's answer."""
-    compiled = torch.compile(fn, backend=backend, dynamic=True)
+def run_steady(model: NoisyMLP, batches: Sequence[torch.Tensor], backend: object = "eager") -> list[torch.Tensor]:
+    """:func:`steady_forward` compiled once with ``backend`` (sizes symbolic) on each batch, the step a tensor
+    (exercise 2's answer)."""
+    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)
     with quiet():
-        return [compiled(batch) for batch in batches]
+        return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]
+
+
+# --- reading inductor's generated code (exercise 3) ----------------------------------------------------------------
+
+RECORDED_CODE = Path(__file__).with_name("recorded") / "inductor_cpu.json"
+"""Code inductor generated on a CPU for the lesson's chains (tools/record_inductor_code.py): exercise 3 reads it, so
+its grade does not depend on whether the grader's machine can compile."""
+
+ITEMSIZE = {"float": 4, "double": 8, "at::Half": 2, "at::BFloat16": 2, "half": 2, "bfloat16": 2, "int64_t": 8,
+            "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1, "bool": 1}
+"""Bytes per element of the C++ element types in inductor's CPU kernels."""
+
+
+def recorded_code(name: str | None = None) -> dict:
+    """The recording (``name=None``: its metadata and every chain) or one chain's entry: ``source`` (the function
+    compiled), ``inputs`` (shapes and dtypes) and ``code`` (the text ``run_and_get_code`` returned), labelled with the
+    torch version, machine and date it was recorded on."""
+    record = json.loads(RECORDED_CODE.read_text(encoding="utf-8"))
+    if name is None:
+        return record
+    if name not in record["chains"]:
+        raise KeyError(f"no recorded chain {name!r}; recorded: {sorted(record['chains'])}")
+    return {**record["chains"][name], "torch": record["torch"], "machine": record["machine"], "date": record["date"]}
+
+
+def _split_arguments(text: str) -> list[str]:
+    """A call's arguments, split at the commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+    parts.append(text[start:].strip())
+    return [part for part in parts if part]
+
+
+def _elements(sizes: str) -> int:
+    """Elements of a tensor whose sizes are written ``(37, 53)`` inside the parentheses (``()`` is one element)."""
+    return math.prod(int(size) for size in sizes.replace(" ", "").split(",") if size)
+
+
+def kernel_traffic(code: str) -> list[dict]:
+    """Each launch of a generated kernel in inductor's C++ output ``code``, in order: its name and the bytes of the
+    buffers it reads (``in_ptr``, ``in_out_ptr``) and writes (``out_ptr``, ``in_out_ptr``). Exercise 3's answer."""
+    kernels = {}   # name -> [(kind of parameter or None, bytes per element)] in the order of its parameters
+    for name, source in re.findall(r"^(\w+) = async_compile\.cpp_pybinding\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):
+        params = re.search(r'extern "C"\s+void\s+kernel\((.*?)\)', source, re.S).group(1)
+        kernels[name] = []
+        for param in params.split(","):
+            pointer = re.fullmatch(r"\s*(?:const\s+)?([\w:]+)\s*\*\s*(in_out_ptr|in_ptr|out_ptr)\d+\s*", param)
+            kernels[name].append((pointer.group(2), ITEMSIZE[pointer.group(1)]) if pointer else (None, 0))
+    elements: dict[str, int] = {}
+    launches = []
+    for line in code[code.index("def call("):].splitlines():
+        line = line.strip()
+        if match := re.match(r"assert_size_stride\((\w+), \(([^)]*)\)", line):
+            elements[match.group(1)] = _elements(match.group(2))
+        elif match := re.match(r"(\w+) = empty_strided\w*\(\(([^)]*)\)", line):
+            elements[match.group(1)] = _elements(match.group(2))
+        elif match := re.match(r"(\w+) = reinterpret_tensor\((\w+), \(([^)]*)\)", line):
+            elements[match.group(1)] = _elements(match.group(3))
+        elif match := re.match(r"(\w+) = (\w+); del \2", line):
+            elements[match.group(1)] = elements[match.group(2)]
+        elif (match := re.match(r"(\w+)\((.*)\)$", line)) and match.group(1) in kernels:
+            read = written = 0
+            for (kind, itemsize), argument in zip(kernels[match.group(1)], _split_arguments(match.group(2))):
+                if kind is None:
+                    continue
+                view = re.match(r"reinterpret_tensor\((\w+), \(([^)]*)\)", argument)
+                size = (_elements(view.group(2)) if view else elements[argument]) * itemsize
+                read += size if kind in ("in_ptr", "in_out_ptr") else 0
+                written += size if kind in ("out_ptr", "in_out_ptr") else 0
+            launches.append({"kernel": match.group(1), "read": read, "written": written})
+    return launches
 
 
 def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[], None] | None = None
@@ -273,6 +385,6 @@ def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[]
         return first_s, time_per_call(fn, calls=calls, repeats=5, sync=sync)
 
 
-__all__ = ["BreakReport", "ClippedMLP", "GraphRecorder", "TinyBlock", "break_report", "choose_backend", "count_graphs",
-           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "rms_norm", "serve_batches",
-           "time_compile", "traceable_forward"]
+__all__ = ["BreakReport", "GraphRecorder", "NoisyMLP", "TinyBlock", "break_report", "choose_backend", "count_graphs",
+           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "kernel_traffic", "recorded_code", "rms_norm",
+           "run_steady", "steady_forward", "time_compile"]

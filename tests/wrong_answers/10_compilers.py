@@ -207,79 +207,127 @@ def diagnose(prof, stages) -> dict:
     },
 }
 
-_EX3 = '''\
-def clipped_mlp(model, x: torch.Tensor) -> torch.Tensor:
-    """model(x) for a compilers.ClippedMLP, in tensor operations only: one graph, no graph break."""
-'''
-_EX4 = '''\
-def serve(fn, batches, backend) -> list:
-    """fn's output for each batch, all from one compilation of fn that serves every shape."""
+_EX2_SOLUTION = 'def steady_forward(model, x: torch.Tensor, step: torch.Tensor) -> torch.Tensor:\n    """model(x, step) for a compilers.NoisyMLP in tensor operations only: one graph, no graph break."""\n    h = model.fc1(x)\n    if "item" in model.faults:     # `faults` is fixed per model: Dynamo reads it once and guards on it\n        h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)          # 1 when the peak is within clip\n    if "branch" in model.faults:\n        h = torch.where(h.mean() > model.shift, h - model.shift, h)\n    if "mask" in model.faults:\n        h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()   # the same sum, a fixed shape\n    out = model.fc2(F.gelu(h))\n    if "step" in model.faults:\n        out = out * torch.clamp((step + 1) / model.warmup, max=1.0)\n    return out + x\n\n\ndef run_steps(model, batches, backend) -> list:\n    """steady_forward\'s output for each batch at steps 0, 1, 2, ...: one compilation, no recompile."""\n    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)   # any batch size, one graph\n    return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]   # the step as a tensor\n'
+
+
+def _ex2(old: str, new: str) -> str:
+    """Exercise 2's model answer with one mistake: ``old`` replaced by ``new`` (which must occur)."""
+    assert old in _EX2_SOLUTION, old
+    return _EX2_SOLUTION.replace(old, new)
+
+
+_EX2_RUN = '''
+
+def run_steps(model, batches, backend) -> list:
+    """steady_forward's output for each batch at steps 0, 1, 2, ...: one compilation, no recompile."""
+    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)
+    return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]
 '''
 WRONG["ex2-solution"] = {
-    # The input, unchanged: a tensor of the right shape.
-    "constant": _EX3 + '''\
+    # The input, unchanged: tensors of the right shape.
+    "constant": '''\
+def steady_forward(model, x, step):
     return x.clone()
+
+
+def run_steps(model, batches, backend) -> list:
+    return [x.clone() for x in batches]
 ''',
     # The course's own answer: off-limits here.
-    "helper": _EX3 + '''\
-    return compilers.traceable_forward(model, x)
+    "helper": '''\
+def steady_forward(model, x, step):
+    return compilers.steady_forward(model, x, step)
+
+
+def run_steps(model, batches, backend) -> list:
+    return compilers.run_steady(model, batches, backend)
 ''',
-    # Always scales (the visible input's peak is above the threshold): wrong when the peak is below it.
-    "visible_only": _EX3 + '''\
-    h = model.fc1(x)
-    return model.fc2(F.gelu(h * (model.clip / h.abs().amax()))) + x
-''',
+    # Compiled with the default shapes: right while every batch has the same size, a recompile for a smaller one.
+    "visible_only": _ex2("torch.compile(steady_forward, backend=backend, dynamic=True)",
+                         "torch.compile(steady_forward, backend=backend)"),
     # The .item() left in: min() on a Python float instead of an if, but still a graph break.
-    "typical": _EX3 + '''\
-    h = model.fc1(x)
-    peak = h.abs().max().item()
-    return model.fc2(F.gelu(h * min(1.0, model.clip / peak))) + x
-''',
-    # Hides the break behind torch._dynamo.disable: the disabled call is itself a break.
-    "disabled": _EX3 + '''\
-    return torch._dynamo.disable(model)(x)
-''',
-    # The data-dependent branch kept on a tensor comparison: still a break (generic_jump).
-    "tensor_if": _EX3 + '''\
-    h = model.fc1(x)
-    peak = h.abs().amax()
-    if peak > model.clip:
-        h = h * (model.clip / peak)
-    return model.fc2(F.gelu(h)) + x
-''',
+    "typical": _ex2("h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)",
+                    "h = h * min(1.0, model.clip / h.abs().max().item())"),
+    # The data-dependent selection kept: a dynamic shape breaks the graph.
+    "mask_kept": _ex2("h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()",
+                      "h = h - h[h.abs() > model.floor].sum() / h.numel()"),
+    # The branch kept as a Python if on a tensor comparison: still a break.
+    "tensor_if": _ex2("h = torch.where(h.mean() > model.shift, h - model.shift, h)",
+                      "h = h - model.shift if h.mean() > model.shift else h"),
+    # The step read back as a Python number: a break (and a guard on its value).
+    "step_number": _ex2("out = out * torch.clamp((step + 1) / model.warmup, max=1.0)",
+                        "out = out * min(1.0, (int(step) + 1) / model.warmup)"),
+    # Hides the model behind torch._dynamo.disable: the disabled call is itself a break.
+    "disabled": '''\
+def steady_forward(model, x, step):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return torch._dynamo.disable(model)(x, int(step))
+''' + _EX2_RUN,
+    # Every habit applied, whatever model.faults says.
+    "ignores_faults": _ex2('''if "mask" in model.faults:''', "if True:"),
+    # Runs steady_forward eagerly: right outputs, nothing compiled.
+    "eager": _ex2("compiled = torch.compile(steady_forward, backend=backend, dynamic=True)", "compiled = steady_forward"),
 }
+
+_EX3_HEAD = '''\
+def kernel_traffic(code: str) -> list:
+    """One {"kernel", "read", "written"} per launch of a generated kernel in inductor's CPU code, in launch order."""
+'''
+_EX3_BODY = '    import math\n    import re\n\n    itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}\n    kernels = {}   # name -> [(in_ptr | out_ptr | in_out_ptr, bytes per element)] in the order of its parameters\n    for name, source in re.findall(r"^(\\w+) = async_compile\\.cpp_pybinding\\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):\n        params = re.search(r\'extern "C"\\s+void\\s+kernel\\((.*?)\\)\', source, re.S).group(1)\n        kernels[name] = [(kind, itemsize[ctype]) for ctype, kind in\n                         re.findall(r"(?:const\\s+)?([\\w:]+)\\s*\\*\\s*(in_out_ptr|in_ptr|out_ptr)\\d+", params)]\n\n    def elements(sizes):\n        return math.prod(int(size) for size in sizes.replace(" ", "").split(",") if size)\n\n    size = {}      # buffer name -> elements\n    launches = []\n    for line in code[code.index("def call("):].splitlines():\n        line = line.strip()\n        if match := re.match(r"(?:assert_size_stride\\(|(\\w+) = empty_strided\\w*\\()(\\w+)?,? ?\\(([^)]*)\\)", line):\n            size[match.group(1) or match.group(2)] = elements(match.group(3))\n        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):\n            size[match.group(1)] = size[match.group(2)]\n        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:\n            read = written = 0\n            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):\n                read += size[buffer] * nbytes if kind != "out_ptr" else 0\n                written += size[buffer] * nbytes if kind != "in_ptr" else 0\n            launches.append({"kernel": match.group(1), "read": read, "written": written})\n    return launches\n'
+
+
+def _ex3(old: str, new: str) -> str:
+    """The model answer with one mistake: ``old`` replaced by ``new`` (which must occur)."""
+    assert old in _EX3_BODY, old
+    return _EX3_HEAD + _EX3_BODY.replace(old, new)
+
+
 WRONG["ex3-solution"] = {
-    # No output at all.
-    "constant": _EX4 + '''\
-    return []
+    # The visible chain's reading, whatever the code.
+    "constant": _EX3_HEAD + '''\
+    return [{"kernel": "cpp_fused_add_mul_tanh_0", "read": 2000, "written": 2000}]
 ''',
-    # The course's own answer: off-limits here.
-    "helper": _EX4 + '''\
-    return compilers.serve_batches(fn, batches, backend)
+    # The course's own reading: off-limits here.
+    "helper": _EX3_HEAD + '''\
+    return compilers.kernel_traffic(code)
 ''',
-    # Marks the batch dimension only: right while only the batch size changes.
-    "visible_only": _EX4 + '''\
-    compiled = torch.compile(fn, backend=backend)
-    outputs = []
-    for batch in batches:
-        torch._dynamo.mark_dynamic(batch, 0)
-        outputs.append(compiled(batch))
-    return outputs
+    # One kernel named after the first cpp_fused name, reading and writing the first input (right for one
+    # elementwise chain of one input only).
+    "visible_only": _EX3_HEAD + '''\
+    import math
+    import re
+
+    name = re.search(r"(cpp_fused\\w+) = async_compile", code).group(1)
+    sizes = re.search(r"assert_size_stride\\(\\w+, \\(([^)]*)\\)", code).group(1)
+    elements = math.prod(int(s) for s in sizes.replace(" ", "").split(",") if s)
+    itemsize = 2 if "at::Half" in code else 4
+    return [{"kernel": name, "read": elements * itemsize, "written": elements * itemsize}]
 ''',
-    # The default compile: the first change of a size recompiles (automatic dynamic shapes).
-    "typical": _EX4 + '''\
-    compiled = torch.compile(fn, backend=backend)
-    return [compiled(batch) for batch in batches]
-''',
-    # One graph per shape.
-    "static": _EX4 + '''\
-    compiled = torch.compile(fn, backend=backend, dynamic=False)
-    return [compiled(batch) for batch in batches]
-''',
-    # Runs fn eagerly: right outputs, nothing compiled.
-    "eager": _EX4 + '''\
-    return [fn(batch) for batch in batches]
-''',
+    # No fusion: every operation named in a fused kernel counted as a kernel of its own, reading and writing
+    # the kernel's buffers (what eager PyTorch would launch).
+    "typical": _ex3('''            launches.append({"kernel": match.group(1), "read": read, "written": written})''',
+                    '''            for op in match.group(1).removeprefix("cpp_fused_").rsplit("_", 1)[0].split("_"):
+                launches.append({"kernel": match.group(1), "read": read, "written": written})'''),
+    # A view counted as a kernel that reads and writes its buffer.
+    "view_op": _ex3('''        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):''',
+                    '''        elif "reinterpret_tensor(" in line:
+            for view in re.findall(r"reinterpret_tensor\\((\\w+), \\(([^)]*)\\)", line):
+                launches.append({"kernel": "reinterpret_tensor", "read": elements(view[1]) * 4,
+                                 "written": elements(view[1]) * 4})
+        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):'''),
+    # Elements instead of bytes.
+    "elements": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}''',
+                     '''itemsize = {"float": 1, "at::Half": 1, "at::BFloat16": 1}'''),
+    # Every element taken as 4 bytes: the dtype ignored.
+    "ignores_dtype": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}''',
+                          '''itemsize = {"float": 4, "at::Half": 4, "at::BFloat16": 4}'''),
+    # An in-place kernel (in_out_ptr) counted as a write only.
+    "in_out_once": _ex3('''if kind != "out_ptr" else 0''', '''if kind == "in_ptr" else 0'''),
+    # Library calls counted as kernels too (extern_kernels.mm, aten.sort).
+    "extern_counted": _ex3('''        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:''',
+                           '''        elif "extern_kernels." in line or "torch.ops.aten." in line:
+            launches.append({"kernel": line.split("(")[0].split()[-1], "read": 0, "written": 0})
+        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:'''),
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -1,16 +1,14 @@
-"""Unit tests of gpucourse.attention: costs, reference implementations, the SDPA fallback and the instruments."""
+"""Unit tests of gpucourse.attention: costs, reference implementations, the GQA KV cache, the tile picture and
+the instruments."""
 
 from __future__ import annotations
 
 import math
-import warnings
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 from gpucourse import attention  # noqa: E402
 
@@ -98,75 +96,52 @@ def test_attention_helpers_refuse_bad_inputs():
         attention.tiled_attention(q, k, v, block=0)
 
 
-def test_online_logsumexp_is_exact_and_stable():
-    data = torch.randn(3, 50, dtype=torch.float64) * 30 + torch.tensor([[1e4], [-1e4], [0.0]], dtype=torch.float64)
-    stream = attention.OneShotStream(data, [1, 20, 29])
-    assert torch.allclose(attention.online_logsumexp(stream), torch.logsumexp(data, dim=1), rtol=0, atol=1e-9)
-    with pytest.raises(ValueError):
-        attention.online_logsumexp(iter([]))
+# --------------------------------------------------------------------------- the KV cache and the tile picture
 
-
-def test_kv_cache_decoding_equals_full_attention_with_linear_work():
+def test_gqa_decode_with_a_preallocated_cache_equals_full_causal_attention():
     g = torch.Generator().manual_seed(3)
-    x = torch.randn(30, 12, generator=g, dtype=torch.float64)
-    wq, wk, wv = (torch.randn(12, 6, generator=g, dtype=torch.float64) for _ in range(3))
-    full = F.scaled_dot_product_attention((x @ wq)[None], (x @ wk)[None], (x @ wv)[None], is_causal=True)[0]
-    assert torch.allclose(attention.decode_with_cache(x, wq, wk, wv), full, atol=1e-12)
-    cache, work = {}, []
-    for t in range(30):
+    n_heads, n_kv, d, steps = 6, 2, 4, 12
+    q = torch.randn(steps, n_heads, d, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(steps, n_kv, d, generator=g, dtype=torch.float64) for _ in range(2))
+    cache = attention.allocate_kv_cache(n_kv, 16, d, q)
+    pointer, outs, largest = cache["k"].data_ptr(), [], []
+    for t in range(steps):
         with attention.OpRecorder() as rec:
-            attention.kv_cache_step(x[t], cache, wq, wk, wv)
-        work.append(rec.work)
-    steps = np.diff(work)[1:]  # from the second token on, the cache grows by concatenation
-    assert (steps == steps[0]).all() and steps[0] > 0  # the same extra work per token: linear in t
-    with pytest.raises(TypeError, match="cache"):
-        attention.kv_cache_step(x[0], [], wq, wk, wv)
+            outs.append(attention.gqa_decode_step(q[t], k[t], v[t], cache, t))
+        largest.append(rec.largest)
+    assert cache["k"].data_ptr() == pointer and tuple(cache["v"].shape) == (n_kv, 16, d)
+    full = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True,
+                                          enable_gqa=True).transpose(0, 1)
+    assert torch.allclose(torch.stack(outs), full, atol=1e-12)
+    assert largest == [n_heads * max(t + 1, d) for t in range(steps)]   # the scores or the output, never the cache
+    meta = torch.empty(n_heads, d, device="meta", dtype=torch.float16)
+    cache = attention.allocate_kv_cache(n_kv, 8, d, meta)
+    assert cache["k"].device.type == "meta" and cache["v"].dtype == torch.float16
+    out = attention.gqa_decode_step(meta, meta[:n_kv], meta[:n_kv], cache, 5)
+    assert out.device.type == "meta" and tuple(out.shape) == (n_heads, d)
+    with pytest.raises(ValueError, match="multiple"):
+        attention.gqa_decode_step(q[0, :5], k[0], v[0], attention.allocate_kv_cache(n_kv, 4, d, q), 0)
 
 
-# --------------------------------------------------------------------------- SDPA backends
+@pytest.mark.parametrize("align", ["lower_right", "upper_left"])
+def test_draw_attention_tiles_counts_computed_masked_and_skipped_tiles(align):
+    import matplotlib
 
-def test_sdpa_backends_and_the_default_enabled_set():
-    names = [b.name for b in attention.sdpa_backends()]
-    assert names[0] == "MATH" and "FLASH_ATTENTION" in names
-    assert {"MATH", "FLASH_ATTENTION"} <= attention.enabled_backends()
-    with sdpa_kernel(SDPBackend.MATH):
-        assert attention.enabled_backends() == {"MATH"}
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-
-def test_backends_that_run_reports_math_and_the_reasons_of_refusals():
-    q, k, v = _qkv(1, 1, dtype=torch.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the helper keeps the refusals' warnings to itself
-        found = attention.backends_that_run(q, k, v)
-    assert found["MATH"] == "runs"
-    assert all(value == "runs" or value.startswith("cannot run: ") for value in found.values())
-    if not torch.cuda.is_available():
-        assert found["EFFICIENT_ATTENTION"].startswith("cannot run")
-        assert attention.backends_that_run(q, k, v, dropout_p=0.5)["FLASH_ATTENTION"].startswith("cannot run")
-
-
-def test_fake_sdpa_records_enabled_backends_and_refuses_unavailable_ones():
-    q, k, v = _qkv(1, 2, dtype=torch.float32)
-    with attention.FakeSDPA({"EFFICIENT_ATTENTION"}) as fake:
-        with sdpa_kernel(SDPBackend.MATH), pytest.raises(RuntimeError, match="No available kernel"):
-            F.scaled_dot_product_attention(q, k, v)
-        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):  # not on a CPU for real: the fake runs it exactly
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert fake.calls == [frozenset({"MATH"}), frozenset({"EFFICIENT_ATTENTION"})]
-    assert torch.allclose(out, attention.naive_attention(q, k, v, causal=True), atol=1e-5)
-    with pytest.raises(ValueError, match="available"):
-        attention.FakeSDPA({"FAST"})
-
-
-def test_sdpa_with_fallback_takes_the_first_that_runs_one_at_a_time():
-    q, k, v = _qkv(1, 2, dtype=torch.float32)
-    with attention.FakeSDPA({"FLASH_ATTENTION", "MATH"}) as fake:
-        _, used = attention.sdpa_with_fallback(q, k, v, [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-                                                         SDPBackend.MATH])
-    assert used == SDPBackend.FLASH_ATTENTION
-    assert fake.calls == [frozenset({"CUDNN_ATTENTION"}), frozenset({"FLASH_ATTENTION"})]
-    with attention.FakeSDPA({"MATH"}), pytest.raises(RuntimeError, match="none of the backends"):
-        attention.sdpa_with_fallback(q, k, v, [SDPBackend.FLASH_ATTENTION])
+    ax = attention.draw_attention_tiles(48, 20, 16, 8, align=align)
+    title = ax.get_title()
+    if align == "lower_right":   # key j visible to query i if j <= i - 28: rows 0-27 see nothing
+        assert "0 tiles whole, 4 masked, 5 skipped; rows 0-27 see no key" in title
+    else:
+        assert "5 tiles whole, 3 masked, 1 skipped" in title and "see no key" not in title
+    plt.close("all")
+    _, axes = plt.subplots()
+    assert attention.draw_attention_tiles(4, 4, 2, 2, ax=axes) is axes
+    plt.close("all")
+    with pytest.raises(ValueError, match="align"):
+        attention.draw_attention_tiles(4, 4, 2, 2, align="diagonal")
 
 
 # --------------------------------------------------------------------------- instruments
@@ -200,45 +175,7 @@ def test_op_recorder_counts_matrix_vector_products():
     assert [op.work for op in rec.ops] == [21, 3]
 
 
-def test_one_shot_stream_hands_out_blocks_once_and_counts_what_is_kept():
-    data = torch.arange(20.0).reshape(2, 10)
-    stream = attention.OneShotStream(data, [3, 3, 4])
-    kept = list(stream)
-    assert [tuple(b.shape) for b in kept] == [(2, 3), (2, 3), (2, 4)] and torch.equal(torch.cat(kept, 1), data)
-    assert stream.blocks_read == 3 and stream.max_alive == 2
-    with pytest.raises(RuntimeError, match="once"):
-        iter(stream)
-    loop = attention.OneShotStream(data, [5, 5])
-    for block in loop:
-        block.sum()
-    assert loop.max_alive == 1
-    with pytest.raises(ValueError, match="widths"):
-        attention.OneShotStream(data, [3, 3])
-    with pytest.raises(TypeError, match="data"):
-        attention.OneShotStream(data[0], [10])
-
-
-def test_numpy_blocked_refuses_conversions_and_restores_them():
-    t = torch.ones(3)
-    with attention.numpy_blocked("Exercise 9"):
-        for convert in (lambda: np.asarray(t), lambda: t.numpy(), lambda: np.from_dlpack(t)):
-            with pytest.raises(TypeError, match="Exercise 9"):
-                convert()
-        assert torch.equal(t * 2, torch.full((3,), 2.0))
-    assert np.asarray(t).tolist() == [1.0, 1.0, 1.0] and t.numpy().sum() == 3
-    with pytest.raises(KeyError):
-        with attention.numpy_blocked():
-            raise KeyError("inside")
-    assert t.numpy().sum() == 3
-
-
 def test_median_ms_times_a_call():
     assert attention.median_ms(lambda: math.sqrt(2), repeats=3) >= 0
     with pytest.raises(ValueError):
         attention.median_ms(lambda: None, repeats=0)
-
-
-def test_first_sentence_keeps_a_refusal_short():
-    assert attention._first_sentence("No viable backend was found. This is likely due to x.\nmore") == \
-        "No viable backend was found."
-    assert attention._first_sentence("") == "no reason given."

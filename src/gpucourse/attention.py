@@ -1,18 +1,14 @@
-"""Attention on a GPU: its cost on the roofline, the N x N wall, online softmax, the tiled (FlashAttention) forward
-pass, scaled_dot_product_attention's backends, and the KV cache; with the instruments that grade them.
+"""Attention on a GPU: its cost, the N x N wall, the tiled (FlashAttention) forward pass in torch, a picture of the
+tiles a causal kernel computes or skips, and a grouped-query KV cache; with the instrument that grades the cache.
 
-Taught in lesson 11_attention. PyTorch is imported lazily. The instruments observe behaviour: ``OpRecorder`` (a
-``TorchDispatchMode``) records every operation's new output and its work, ``OneShotStream`` hands out blocks once
-and notes how many the reader keeps, ``numpy_blocked`` stops tensors leaving torch, and ``FakeSDPA`` plays a device
-on which only some ``scaled_dot_product_attention`` backends can run.
+Taught in lesson 11_attention (its Triton kernel is the learner's; lesson 06's traffic counter grades it). PyTorch is
+imported lazily. ``OpRecorder`` (a ``TorchDispatchMode``) records every operation's new output and its work.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_int, positive_int
@@ -103,26 +99,6 @@ def naive_attention(q, k, v, *, causal: bool = False, scale: float | None = None
     return torch.softmax(scores, dim=-1) @ v
 
 
-def online_logsumexp(blocks: Iterable):
-    """log(sum(exp(x))) per row of blocks (rows, width) read once, with a running max and sum (lesson 11_attention)."""
-    import torch
-
-    m = s = None
-    for block in blocks:
-        if not isinstance(block, torch.Tensor) or block.dim() != 2:
-            raise TypeError("blocks must yield 2-D tensors (rows, width)")
-        block_max = block.max(dim=1).values
-        if m is None:
-            m, s = block_max, torch.exp(block - block_max[:, None]).sum(dim=1)
-            continue
-        new = torch.maximum(m, block_max)
-        s = s * torch.exp(m - new) + torch.exp(block - new[:, None]).sum(dim=1)
-        m = new
-    if m is None:
-        raise ValueError("blocks must yield at least one block")
-    return m + torch.log(s)
-
-
 def tiled_attention(q, k, v, *, causal: bool = False, block: int = 32):
     """FlashAttention's forward pass in torch: K, V blocks streamed past each Q block (lesson 11_attention)."""
     import torch
@@ -154,116 +130,6 @@ def tiled_attention(q, k, v, *, causal: bool = False, block: int = 32):
             m = new
         out[..., qs:qs + rows, :] = acc / s[..., None]
     return out
-
-
-# --------------------------------------------------------------------------- scaled_dot_product_attention backends
-
-_FLAGS = {"FLASH_ATTENTION": "flash_sdp_enabled", "EFFICIENT_ATTENTION": "mem_efficient_sdp_enabled",
-          "MATH": "math_sdp_enabled", "CUDNN_ATTENTION": "cudnn_sdp_enabled"}
-
-
-def sdpa_backends() -> list:
-    """The SDPBackend members a caller may choose (MATH, FLASH_ATTENTION, EFFICIENT_ATTENTION, CUDNN_ATTENTION)."""
-    from torch.nn.attention import SDPBackend
-
-    return [getattr(SDPBackend, name) for name in ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION",
-                                                    "CUDNN_ATTENTION") if hasattr(SDPBackend, name)]
-
-
-def enabled_backends() -> frozenset[str]:
-    """Names of the SDPA backends enabled now (``sdpa_kernel`` switches them; all are on by default)."""
-    import torch
-
-    return frozenset(name for name, flag in _FLAGS.items()
-                     if hasattr(torch.backends.cuda, flag) and getattr(torch.backends.cuda, flag)())
-
-
-def _first_sentence(text: str) -> str:
-    """The text up to its first full stop (all of it if it has none)."""
-    head = text.strip().splitlines()[0] if text.strip() else "no reason given"
-    return head.split(". ")[0].rstrip(".") + "."
-
-
-def backends_that_run(q, k, v, **kwargs) -> dict[str, str]:
-    """For each backend, 'runs' or why it cannot run these inputs on their device (tried alone, warnings kept quiet)."""
-    import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel
-
-    found = {}
-    for backend in sdpa_backends():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                with sdpa_kernel(backend):
-                    F.scaled_dot_product_attention(q, k, v, **kwargs)
-                found[backend.name] = "runs"
-            except RuntimeError as error:
-                reasons = [str(w.message).split(" (Triggered")[0].strip() for w in caught]
-                reasons = [r for r in reasons if r and not r.endswith(":")]
-                found[backend.name] = "cannot run: " + (reasons[-1] if reasons else _first_sentence(str(error)))
-    return found
-
-
-def sdpa_with_fallback(q, k, v, preferred: Sequence, **kwargs):
-    """(SDPA output, backend) with the first backend of ``preferred`` that can run the inputs (lesson 11_attention)."""
-    import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel
-
-    for backend in preferred:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q, k, v, **kwargs), backend
-        except RuntimeError:
-            continue
-    raise RuntimeError(f"none of the backends {[b.name for b in preferred]} can run these inputs")
-
-
-class FakeSDPA:
-    """A simulated device on which only the backends named in ``available`` can run scaled_dot_product_attention.
-
-    Inside ``with FakeSDPA({"MATH"}) as fake:`` every call records the set of backends enabled at that moment
-    (``fake.calls``) and raises RuntimeError, as torch does, when none of them is available; otherwise it returns the
-    exact result (computed with the MATH backend).
-    """
-
-    MESSAGE = "No available kernel. Aborting execution. (simulated by gpucourse.attention.FakeSDPA)"
-
-    def __init__(self, available: Iterable[str]) -> None:
-        names = set(available) if not isinstance(available, str) else {available}
-        unknown = names - set(_FLAGS)
-        if unknown:
-            raise ValueError(f"available must name backends among {sorted(_FLAGS)}, got {sorted(unknown)}")
-        self.available = frozenset(names)
-        self.calls: list[frozenset[str]] = []
-        self._mode = None
-
-    def __enter__(self) -> FakeSDPA:
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.overrides import TorchFunctionMode
-
-        fake = self
-
-        class _Mode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                if func is F.scaled_dot_product_attention:
-                    enabled = enabled_backends()
-                    fake.calls.append(enabled)
-                    if not enabled & fake.available:
-                        raise RuntimeError(FakeSDPA.MESSAGE)
-                    with sdpa_kernel(SDPBackend.MATH):
-                        return func(*args, **(kwargs or {}))
-                return func(*args, **(kwargs or {}))
-
-        self._mode = _Mode()
-        self._mode.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._mode.__exit__(*exc)
-        self._mode = None
 
 
 # --------------------------------------------------------------------------- instruments
@@ -337,94 +203,81 @@ class OpRecorder(OpObserver):
         return out
 
 
-class OneShotStream:
-    """Blocks of columns of a (rows, n) tensor, handed out once, each a fresh tensor (lesson 11_attention).
+def allocate_kv_cache(n_kv_heads: int, max_len: int, head_dim: int, like) -> dict:
+    """A KV cache for one sequence: keys and values of shape (n_kv_heads, max_len, head_dim), allocated once, on
+    ``like``'s device and dtype, filled in place as tokens arrive (lesson 11_attention's reference)."""
+    import torch
 
-    A second pass raises RuntimeError, as a real stream would. ``max_alive`` is the most blocks the reader still held
-    (kept a reference or a view to) when it asked for the next one: 1 for a loop that keeps only the current block.
+    shape = (positive_int("n_kv_heads", n_kv_heads), positive_int("max_len", max_len), positive_int("head_dim", head_dim))
+    return {"k": torch.zeros(shape, dtype=like.dtype, device=like.device),
+            "v": torch.zeros(shape, dtype=like.dtype, device=like.device)}
+
+
+def gqa_decode_step(q_t, k_t, v_t, cache: dict, t: int):
+    """One decoding step of grouped-query attention with a preallocated cache (lesson 11_attention's reference).
+
+    ``q_t`` (n_heads, d), ``k_t`` and ``v_t`` (n_kv_heads, d); ``cache`` from :func:`allocate_kv_cache`. Writes this
+    token's key and value at position ``t`` in place and returns (n_heads, d): query head h attends over KV head
+    h // (n_heads // n_kv_heads), positions 0..t.
     """
-
-    def __init__(self, data, widths: Sequence[int]) -> None:
-        import torch
-
-        if not isinstance(data, torch.Tensor) or data.dim() != 2:
-            raise TypeError(f"data must be a 2-D torch.Tensor (rows, n), got {type(data).__name__}")
-        widths = [positive_int("widths", w) for w in widths]
-        if sum(widths) != data.shape[1]:
-            raise ValueError(f"widths must add up to data's {data.shape[1]} columns, got {sum(widths)}")
-        self._data, self._widths = data, widths
-        self._started = False
-        self._handed: list = []
-        self.blocks_read = 0
-        self.max_alive = 0
-
-    def __iter__(self) -> Iterator:
-        if self._started:
-            raise RuntimeError("this stream of blocks can be read only once (a second pass would need the blocks "
-                               "stored, which is what a one-pass algorithm avoids)")
-        self._started = True
-        return self._blocks()
-
-    def _blocks(self) -> Iterator:
-        """Yield the blocks one by one, noting how many earlier ones are still alive."""
-        import weakref
-
-        start = 0
-        for width in self._widths:
-            alive = sum(ref() is not None for ref in self._handed)
-            self.max_alive = max(self.max_alive, alive)
-            block = self._data[:, start:start + width].clone()
-            self._handed.append(weakref.ref(block))
-            self.blocks_read += 1
-            start += width
-            yield block
-            del block
+    n_heads, d = q_t.shape
+    n_kv = k_t.shape[0]
+    if n_heads % n_kv:
+        raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv})")
+    cache["k"][:, t] = k_t
+    cache["v"][:, t] = v_t
+    keys, values = cache["k"][:, :t + 1], cache["v"][:, :t + 1]
+    q = q_t.reshape(n_kv, n_heads // n_kv, d)
+    weights = (q @ keys.transpose(-2, -1) / math.sqrt(d)).softmax(dim=-1)
+    return (weights @ values).reshape(n_heads, values.shape[-1])
 
 
-@contextmanager
-def numpy_blocked(exercise: str = "this exercise"):
-    """While active, tensors refuse numpy (``np.asarray``, ``.numpy()``, DLPack; lesson 11_attention)."""
-    import torch
+def draw_attention_tiles(n_q: int, n_k: int, block_m: int, block_n: int, *, align: str = "lower_right", ax=None):
+    """Draw the (query block, key block) tiles of a causal attention kernel: which it computes whole, which need the
+    mask, which it can skip, and the query rows that see no key at all (lesson 11_attention).
 
-    def refuse(*_args, **_kwargs):
-        raise TypeError(f"{exercise} is graded on torch operations: converting a tensor to numpy would hide the work "
-                        "from the grader. Use torch operations only.")
+    ``align`` is "lower_right" (query i sees key j if j <= i + n_k - n_q: FlashAttention-2's causal, and
+    torch.nn.attention.bias.causal_lower_right) or "upper_left" (j <= i: SDPA's ``is_causal=True``). Each tile is
+    judged element by element from the mask; returns the matplotlib Axes.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Patch, Rectangle
 
-    names = ("__array__", "numpy", "__dlpack__")
-    saved = {name: torch.Tensor.__dict__.get(name) for name in names}
-    try:
-        for name in names:
-            setattr(torch.Tensor, name, refuse)
-        yield
-    finally:
-        for name, original in saved.items():
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
-
-
-def decode_with_cache(x, wq, wk, wv):
-    """Causal single-head attention over the rows of x, token by token with a KV cache; (T, d_v) outputs."""
-    import torch
-
-    outputs, cache = [], {}
-    for t in range(x.shape[0]):
-        outputs.append(kv_cache_step(x[t], cache, wq, wk, wv))
-    return torch.stack(outputs)
-
-
-def kv_cache_step(x_t, cache: dict, wq, wk, wv):
-    """One decoding step: project x_t, add its key and value to ``cache``, attend over it (lesson 11_attention)."""
-    import torch
-
-    if not isinstance(cache, dict):
-        raise TypeError(f"cache must be a dict, got {type(cache).__name__}")
-    q, k, v = x_t @ wq, x_t @ wk, x_t @ wv
-    cache["k"] = k[None] if "k" not in cache else torch.cat([cache["k"], k[None]])
-    cache["v"] = v[None] if "v" not in cache else torch.cat([cache["v"], v[None]])
-    p = torch.softmax(cache["k"] @ q / math.sqrt(q.shape[-1]), dim=0)
-    return p @ cache["v"]
+    n_q, n_k = positive_int("n_q", n_q), positive_int("n_k", n_k)
+    block_m, block_n = positive_int("block_m", block_m), positive_int("block_n", block_n)
+    if align not in ("lower_right", "upper_left"):
+        raise ValueError(f"align must be 'lower_right' or 'upper_left', got {align!r}")
+    offset = n_k - n_q if align == "lower_right" else 0
+    keep = np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + offset
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(2 + 0.04 * n_k, 9), min(1.5 + 0.04 * n_q, 7)))
+    colours = {"computed": "#4c72b0", "masked": "#dd8452", "skipped": "#eeeeee"}
+    counts = dict.fromkeys(colours, 0)
+    for qs in range(0, n_q, block_m):
+        for ks in range(0, n_k, block_n):
+            tile = keep[qs:qs + block_m, ks:ks + block_n]
+            kind = "computed" if tile.all() else "masked" if tile.any() else "skipped"
+            counts[kind] += 1
+            ax.add_patch(Rectangle((ks, qs), min(block_n, n_k - ks), min(block_m, n_q - qs),
+                                   facecolor=colours[kind], edgecolor="black", linewidth=0.8))
+    ax.imshow(np.where(keep, 1.0, np.nan), cmap="Greys", vmin=0, vmax=3, alpha=0.35, aspect="auto",
+              extent=(0, n_k, n_q, 0), interpolation="nearest")
+    blind = int((~keep.any(axis=1)).sum())
+    if blind:
+        ax.axhspan(0, blind, xmin=0, xmax=1, facecolor="none", edgecolor="red", hatch="//", linewidth=0)
+    ax.set_xlim(0, n_k)
+    ax.set_ylim(n_q, 0)
+    ax.set_xlabel(f"key position (N_k = {n_k}, blocks of {block_n})")
+    ax.set_ylabel(f"query position (N_q = {n_q}, blocks of {block_m})")
+    ax.set_title(f"causal, {align.replace('_', '-')} aligned: {counts['computed']} tiles whole, {counts['masked']} "
+                 f"masked, {counts['skipped']} skipped" + (f"; rows 0-{blind - 1} see no key" if blind else ""),
+                 fontsize=9)
+    handles = [Patch(facecolor=c, edgecolor="black", label=k) for k, c in colours.items()]
+    if blind:
+        handles.append(Patch(facecolor="none", edgecolor="red", hatch="//", label="rows with no key"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return ax
 
 
 def median_ms(fn: Callable[[], object], *, device: object = None, repeats: int = 5, warmup: int = 1) -> float:
@@ -436,6 +289,5 @@ def median_ms(fn: Callable[[], object], *, device: object = None, repeats: int =
 
 
 __all__ = ["StageCost", "attention_costs", "score_matrix_bytes", "kv_cache_bytes", "naive_attention",
-           "online_logsumexp", "tiled_attention", "sdpa_backends", "enabled_backends", "backends_that_run",
-           "sdpa_with_fallback", "FakeSDPA", "OpRecord", "OpRecorder", "OneShotStream", "numpy_blocked",
-           "decode_with_cache", "kv_cache_step", "median_ms"]
+           "tiled_attention", "OpRecord", "OpRecorder", "allocate_kv_cache", "gqa_decode_step",
+           "draw_attention_tiles", "median_ms"]

@@ -1,246 +1,174 @@
 """Plausible wrong answers to lesson 11's exercises: each must lose exactly its own exercise's points.
 
 grade_id of the solution cell -> {kind: full source of a wrong solution cell}. Kinds: 'constant' (a fixed plausible
-value), 'helper' (the course's own helper, which off_limits blocks), 'visible_only' (right on the visible test's input
-only), 'typical' (the lesson's typical mistake, used in the full nbgrader pipeline), and more: an unstable softmax, a
-running sum never rescaled, stored blocks, the scores built in numpy, a query block against all keys, a causal mask off
-by one, SDPA called inside, several backends enabled at once, the whole prefix recomputed at every step.
+value), 'helper' (the course's own torch reference, which off_limits blocks, or torch's SDPA, which launches no
+kernel), 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake, used in the
+full nbgrader pipeline), and more: the running max started at 0 (a row whose scores are all far below 0 divides 0 by
+0), the accumulator not rescaled, padded values loaded without other= (poisoned), K and V read once per query row, the
+scores stored to memory, Q loaded inside the loop; upper-left causal for N_q != N_k, every key block loaded and masked
+instead of skipped, rows that see no key giving NaN; a cache grown with torch.cat, made without device=, KV heads mapped
+with h % n_kv, KV heads repeated for each query head, the cache read before this token is written.
 """
 
 from wrong_answers.tampering import with_tampering
 
 _EX1 = '''\
-def streaming_logsumexp(blocks) -> torch.Tensor:
-    """Row-wise logsumexp over a stream of (rows, width) blocks read once, with a running max and sum per row."""
+def flash_attention(q, k, v, block_m=16, block_n=16):
+    """softmax(q k^T / sqrt(D)) v from one Triton kernel: a program per (query block, batch x head)."""
 '''
 _EX2 = '''\
-def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                    block: int = 32) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v, streaming blocks of k and v past blocks of q (FlashAttention's forward pass)."""
+def flash_attention_causal(q, k, v, block_m=16, block_n=16):
+    """Lower-right causal softmax(q k^T / sqrt(D)) v from one Triton kernel; key blocks above the diagonal skipped."""
 '''
 _EX3 = '''\
-def attention_with_fallback(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, preferred: list, **kwargs):
-    """(SDPA output, backend) for the first backend of `preferred` that can run these inputs, tried one at a time."""
-'''
-_EX4 = '''\
-def kv_decode_step(x_t: torch.Tensor, cache: dict, wq: torch.Tensor, wk: torch.Tensor,
-                   wv: torch.Tensor) -> torch.Tensor:
-    """One decoding step: attend from x_t's query over all cached keys and values, this token's included."""
+def gqa_decode_step(q_t, k_t, v_t, cache, t, max_len):
+    """One decoding step of grouped-query attention with a KV cache preallocated at step 0 and filled in place."""
 '''
 
 
-def _tiled(rescale_sum: str = "s * alpha", mask: str = "j > i", last: str = "qs + rows if causal else n_k",
-           key_block: str = "block", scores_line: str = "scores = qb @ k[..., ks:ks + kb, :].transpose(-2, -1)") -> str:
-    """A tiled attention with the given running-sum update, causal mask, key range and key block size."""
-    return _EX2 + f'''\
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    kb = {key_block}
-    out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
-    for qs in range(0, n_q, block):
-        qb = q[..., qs:qs + block, :] * scale
-        rows = qb.shape[-2]
-        m = torch.full((*q.shape[:-2], rows), float("-inf"), dtype=q.dtype, device=q.device)
-        s = torch.zeros_like(m)
-        acc = torch.zeros(*q.shape[:-2], rows, v.shape[-1], dtype=q.dtype, device=q.device)
-        for ks in range(0, {last}, kb):
-            {scores_line}
-            if causal:
-                i = torch.arange(qs, qs + rows, device=q.device)[:, None]
-                j = torch.arange(ks, ks + scores.shape[-1], device=q.device)[None, :]
-                scores = scores.masked_fill({mask}, float("-inf"))
-            new = torch.maximum(m, scores.amax(dim=-1))
-            p = torch.exp(scores - new[..., None])
-            alpha = torch.exp(m - new)
-            s = {rescale_sum} + p.sum(dim=-1)
-            acc = acc * alpha[..., None] + p @ v[..., ks:ks + kb, :]
-            m = new
-        out[..., qs:qs + rows, :] = acc / s[..., None]
-    return out
+def _kernel(header: str, causal: bool = False, m0: str = 'float("-inf")', rescale: str = "acc * alpha[:, None]",
+            v_other: str = ", other=0.0", end: str = "tl.minimum(N_K, first + BLOCK_M + N_K - N_Q)",
+            diagonal: str = "rows[:, None] + (N_K - N_Q)", guard: bool = True, load_mask: str = "inside",
+            q_in_loop: bool = False, store_scores: bool = False, out_dtype: str = "o_ptr.dtype.element_ty",
+            grid: str = "(triton.cdiv(n_q, block_m), q.numel() // (n_q * d))", block_m: str = "block_m") -> str:
+    """A FlashAttention solution cell (Exercise 1's or 2's) with one or more lines changed."""
+    load_q = ("tl.load(q_ptr + bh * N_Q * D + rows[:, None] * D + dims[None, :], mask=rows[:, None] < N_Q, "
+              "other=0.0)")
+    loop_q = f"\n            q = {load_q}" if q_in_loop else ""
+    first_q = "" if q_in_loop else f"\n        q = {load_q}"
+    loop = f"for start in range(0, {end if causal else 'N_K'}, BLOCK_N):"
+    visible = (f"(keys[None, :] < N_K) & (keys[None, :] <= {diagonal})" if causal else "keys[None, :] < N_K")
+    safe = ('\n            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)' if guard
+            else "\n            m_safe = m_new")
+    scores_arg = ", s_ptr" if store_scores else ""
+    store_s = ("\n            tl.store(s_ptr + bh * N_Q * N_K + rows[:, None] * N_K + keys[None, :], s, "
+               "mask=(rows[:, None] < N_Q) & (keys[None, :] < N_K))" if store_scores else "")
+    divide = "tl.where(ell == 0.0, 1.0, ell)" if guard else "ell"
+    scratch = ("\n    scores = torch.empty(q.numel() // (n_q * d), n_q, k.shape[-2], dtype=torch.float32, "
+               "device=q.device)" if store_scores else "")
+    scratch_arg = ", scores" if store_scores else ""
+    return header + f'''\
+    @triton.jit
+    def kernel(q_ptr, k_ptr, v_ptr, o_ptr{scores_arg}, N_Q, N_K, scale,
+               D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        bh = tl.program_id(1)
+        first = tl.program_id(0) * BLOCK_M
+        rows = first + tl.arange(0, BLOCK_M)
+        cols = tl.arange(0, BLOCK_N)
+        dims = tl.arange(0, D){first_q}
+        m = tl.full((BLOCK_M,), {m0}, dtype=tl.float32)
+        ell = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+        {loop}
+            keys = start + cols
+            inside = keys[:, None] < N_K{loop_q}
+            k = tl.load(k_ptr + bh * N_K * D + keys[:, None] * D + dims[None, :], mask={load_mask}, other=0.0)
+            v = tl.load(v_ptr + bh * N_K * D + keys[:, None] * D + dims[None, :], mask={load_mask}{v_other})
+            s = tl.dot(q, tl.trans(k)) * scale
+            s = tl.where({visible}, s, float("-inf")){store_s}
+            m_new = tl.maximum(m, tl.max(s, 1)){safe}
+            p = tl.exp(s - m_safe[:, None])
+            alpha = tl.exp(m - m_safe)
+            ell = ell * alpha + tl.sum(p, 1)
+            acc = {rescale} + tl.dot(p.to(v.dtype), v)
+            m = m_new
+        out = acc / {divide}[:, None]
+        tl.store(o_ptr + bh * N_Q * D + rows[:, None] * D + dims[None, :], out.to({out_dtype}),
+                 mask=rows[:, None] < N_Q)
+
+    n_q, d = q.shape[-2], q.shape[-1]
+    o = torch.empty_like(q){scratch}
+    tb.launch(kernel, {grid}, q, k, v, o{scratch_arg}, n_q, k.shape[-2], 1.0 / math.sqrt(d), D=d, BLOCK_M={block_m},
+              BLOCK_N=block_n)
+    return o
 '''
 
 
 def _decode(body: str) -> str:
-    """A decoding step with the given body."""
-    return _EX4 + body
+    """An Exercise 3 solution cell with the given body."""
+    return _EX3 + body
 
+
+_ALLOCATE = '''\
+    n_heads, d = q_t.shape
+    n_kv = k_t.shape[0]
+    if t == 0:
+        cache["k"] = torch.empty(n_kv, max_len, d, dtype=k_t.dtype, device=k_t.device)
+        cache["v"] = torch.empty(n_kv, max_len, d, dtype=v_t.dtype, device=v_t.device)
+'''
+_ATTEND = '''\
+    cache["k"][:, t] = k_t
+    cache["v"][:, t] = v_t
+    keys, values = cache["k"][:, :t + 1], cache["v"][:, :t + 1]
+    q = q_t.reshape(n_kv, n_heads // n_kv, d)
+    weights = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(d), dim=-1)
+    return (weights @ values).reshape(n_heads, -1)
+'''
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        "constant": _EX1 + '''\
-    return torch.zeros(4, dtype=torch.float64)
-''',
-        "helper": _EX1 + '''\
-    from gpucourse import attention
-
-    return attention.online_logsumexp(blocks)
-''',
-        "visible_only": _EX1 + '''\
-    m = s = None
-    for _, block in zip(range(4), blocks):          # the visible stream has 4 blocks
-        block_max = block.max(dim=1).values
-        if m is None:
-            m, s = block_max, torch.exp(block - block_max[:, None]).sum(dim=1)
-        else:
-            new = torch.maximum(m, block_max)
-            s = s * torch.exp(m - new) + torch.exp(block - new[:, None]).sum(dim=1)
-            m = new
-    return m + torch.log(s)
-''',
-        "typical": _EX1 + '''\
-    m = s = None
-    for block in blocks:
-        block_max = block.max(dim=1).values
-        if m is None:
-            m, s = block_max, torch.exp(block - block_max[:, None]).sum(dim=1)
-        else:
-            new = torch.maximum(m, block_max)
-            s = s + torch.exp(block - new[:, None]).sum(dim=1)      # the old sum is not rescaled
-            m = new
-    return m + torch.log(s)
-''',
-        "unstable": _EX1 + '''\
-    s = None
-    for block in blocks:
-        part = torch.exp(block).sum(dim=1)                         # overflows at 1e4
-        s = part if s is None else s + part
-    return torch.log(s)
-''',
-        "stores_blocks": _EX1 + '''\
-    kept = list(blocks)                                            # one pass, but every block stays in memory
-    m = torch.stack([b.max(dim=1).values for b in kept]).max(dim=0).values
-    s = sum(torch.exp(b - m[:, None]).sum(dim=1) for b in kept)
-    return m + torch.log(s)
-''',
-        "concatenates": _EX1 + '''\
-    return torch.logsumexp(torch.cat(list(blocks), dim=1), dim=1)
-''',
+        "constant": _EX1 + "    return torch.zeros_like(q)\n",
+        "helper": _EX1 + "    return attention.tiled_attention(q, k, v, block=block_m).to(q.dtype)\n",
+        "sdpa": _EX1 + "    return F.scaled_dot_product_attention(q, k, v)\n",
+        "visible_only": _kernel(_EX1, out_dtype="tl.float16").replace(   # float16 out, whatever came in
+            "o = torch.empty_like(q)", "o = torch.empty_like(q, dtype=torch.float16)"),
+        "typical": _kernel(_EX1, m0="0.0"),                 # a row whose scores all lie far below 0: 0 / 0
+        "no_rescale": _kernel(_EX1, rescale="acc"),
+        "values_without_other": _kernel(_EX1, v_other=""),  # padded rows of V: NaN under poison, 0 * NaN = NaN
+        "per_query_row": _kernel(_EX1, grid="(n_q, q.numel() // (n_q * d))", block_m="1"),
+        "scores_stored": _kernel(_EX1, store_scores=True),
+        "q_in_loop": _kernel(_EX1, q_in_loop=True),
     },
     "ex2-solution": {
-        "constant": _EX2 + '''\
-    return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
-''',
-        "helper": _EX2 + '''\
-    from gpucourse import attention
-
-    return attention.tiled_attention(q, k, v, causal=causal, block=block)
-''',
-        "visible_only": _tiled(last="n_k", mask="j > j"),        # ignores the causal mask: the visible test has none
-        "typical": _EX2 + '''\
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])    # the whole N_q x N_k matrix
-    if causal:
-        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-''',
-        "no_rescale": _tiled(rescale_sum="s"),
-        "mask_off_by_one": _tiled(mask="j >= i"),
-        "query_block_all_keys": _tiled(key_block="n_k"),
-        "numpy_scores": _EX2 + '''\
-    import numpy as np
-
-    scores = torch.from_numpy(np.asarray(q) @ np.asarray(k).swapaxes(-1, -2)) / math.sqrt(q.shape[-1])
-    if causal:
-        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-''',
-        "sdpa": _EX2 + '''\
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-''',
+        "constant": _EX2 + "    return torch.zeros_like(q)\n",
+        "helper": _EX2 + "    return attention.tiled_attention(q, k, v, causal=True, block=block_m).to(q.dtype)\n",
+        "sdpa_is_causal": _EX2 + "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
+        "visible_only": _kernel(_EX2, causal=True, guard=False),   # N_q <= N_k only: rows with no key give NaN
+        "typical": _kernel(_EX2, causal=True, end="tl.minimum(N_K, first + BLOCK_M)", diagonal="rows[:, None]"),
+        "no_skip": _kernel(_EX2, causal=True, end="N_K"),           # every block loaded, then masked
+        "masked_loads": _kernel(_EX2, causal=True, end="N_K",       # loads issued with an all-False mask
+                                load_mask="inside & (start <= first + BLOCK_M - 1 + N_K - N_Q)"),
+        "m_zero": _kernel(_EX2, causal=True, m0="0.0"),
+        "upper_left_mask_only": _kernel(_EX2, causal=True, diagonal="rows[:, None]"),
     },
     "ex3-solution": {
-        "constant": _EX3 + '''\
-    return F.scaled_dot_product_attention(q, k, v, **kwargs), SDPBackend.MATH
-''',
-        "helper": _EX3 + '''\
-    from gpucourse import attention
-
-    return attention.sdpa_with_fallback(q, k, v, preferred, **kwargs)
-''',
-        "visible_only": _EX3 + '''\
-    for backend in preferred:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q, k, v), backend     # forgets kwargs
-        except RuntimeError:
-            continue
-    raise RuntimeError("no backend can run these inputs")
-''',
-        "typical": _EX3 + '''\
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with sdpa_kernel(preferred):                 # all at once: torch picks, in its own order
-            return F.scaled_dot_product_attention(q, k, v, **kwargs), preferred[0]
-''',
-        "last_that_runs": _EX3 + '''\
-    result = None
-    for backend in preferred:                        # does not stop at the first that runs
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with sdpa_kernel(backend):
-                    result = F.scaled_dot_product_attention(q, k, v, **kwargs), backend
-        except RuntimeError:
-            continue
-    if result is None:
-        raise RuntimeError("no backend can run these inputs")
-    return result
-''',
-        "returns_none": _EX3 + '''\
-    for backend in preferred:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q, k, v, **kwargs), backend
-        except RuntimeError:
-            continue
-    return None, None                                # hides the failure
-''',
-    },
-    "ex4-solution": {
-        "constant": _decode('''\
-    return torch.zeros(wv.shape[1], dtype=x_t.dtype)
-'''),
+        "constant": _EX3 + "    return torch.zeros(q_t.shape, dtype=q_t.dtype, device=q_t.device)\n",
         "helper": _decode('''\
-    from gpucourse import attention
-
-    return attention.kv_cache_step(x_t, cache, wq, wk, wv)
+    if t == 0:
+        cache.update(attention.allocate_kv_cache(k_t.shape[0], max_len, k_t.shape[1], k_t))
+    return attention.gqa_decode_step(q_t, k_t, v_t, cache, t)
 '''),
-        "visible_only": _decode('''\
-    q, k, v = x_t @ wq, x_t @ wk, x_t @ wv
-    cache["k"] = torch.cat([cache["k"], k[None]]) if "k" in cache else k[None]
-    cache["v"] = torch.cat([cache["v"], v[None]]) if "v" in cache else v[None]
-    weights = torch.softmax(cache["k"] @ q / math.sqrt(8), dim=0)     # the visible head size
-    return weights @ cache["v"]
-'''),
+        "visible_only": _decode(_ALLOCATE + _ATTEND.replace("n_heads // n_kv, d)", "2, d)")),   # a group of 2
         "typical": _decode('''\
-    cache["x"] = torch.cat([cache["x"], x_t[None]]) if "x" in cache else x_t[None]
-    xs = cache["x"]                                   # recomputes every earlier key and value at each step
-    keys, values = xs @ wk, xs @ wv
-    weights = torch.softmax(keys @ (x_t @ wq) / math.sqrt(wq.shape[1]), dim=0)
-    return weights @ values
+    n_heads, d = q_t.shape
+    n_kv = k_t.shape[0]
+    if t == 0:
+        cache["k"], cache["v"] = k_t[:, None], v_t[:, None]
+    else:                                                  # the cache grows: a copy of all of it at every step
+        cache["k"] = torch.cat([cache["k"], k_t[:, None]], dim=1)
+        cache["v"] = torch.cat([cache["v"], v_t[:, None]], dim=1)
+    q = q_t.reshape(n_kv, n_heads // n_kv, d)
+    weights = torch.softmax(q @ cache["k"].transpose(-2, -1) / math.sqrt(d), dim=-1)
+    return (weights @ cache["v"]).reshape(n_heads, -1)
 '''),
-        "recompute_all_outputs": _decode('''\
-    cache["x"] = torch.cat([cache["x"], x_t[None]]) if "x" in cache else x_t[None]
-    xs = cache["x"]
-    full = F.scaled_dot_product_attention((xs @ wq)[None], (xs @ wk)[None], (xs @ wv)[None], is_causal=True)[0]
-    return full[-1]
+        "no_device": _decode(_ALLOCATE.replace(", device=k_t.device", "").replace(", device=v_t.device", "")
+                             + _ATTEND),
+        "heads_modulo": _decode(_ALLOCATE + _ATTEND.replace(
+            "q = q_t.reshape(n_kv, n_heads // n_kv, d)",
+            "q = q_t.reshape(n_heads // n_kv, n_kv, d).transpose(0, 1)   # head h on KV head h % n_kv")),
+        "repeat_kv": _decode(_ALLOCATE + '''\
+    cache["k"][:, t] = k_t
+    cache["v"][:, t] = v_t
+    keys = cache["k"][:, :t + 1].repeat_interleave(n_heads // n_kv, dim=0)     # one copy per query head
+    values = cache["v"][:, :t + 1].repeat_interleave(n_heads // n_kv, dim=0)
+    weights = torch.softmax(q_t[:, None] @ keys.transpose(-2, -1) / math.sqrt(d), dim=-1)
+    return (weights @ values)[:, 0]
 '''),
-        "before_append": _decode('''\
-    q, k, v = x_t @ wq, x_t @ wk, x_t @ wv
-    if "k" not in cache:
-        cache["k"], cache["v"] = k[None], v[None]
-        return v                                      # the first token: itself
-    weights = torch.softmax(cache["k"] @ q / math.sqrt(q.shape[-1]), dim=0)   # the cache before this token
-    out = weights @ cache["v"]
-    cache["k"] = torch.cat([cache["k"], k[None]])
-    cache["v"] = torch.cat([cache["v"], v[None]])
-    return out
-'''),
+        "read_before_write": _decode(_ALLOCATE + _ATTEND.replace(
+            "    cache[\"k\"][:, t] = k_t\n    cache[\"v\"][:, t] = v_t\n", "").replace(
+            "return (weights @ values).reshape(n_heads, -1)",
+            "out = (weights @ values).reshape(n_heads, -1)\n    cache[\"k\"][:, t] = k_t\n"
+            "    cache[\"v\"][:, t] = v_t\n    return out").replace("[:, :t + 1]", "[:, :t]")),
     },
 }
 

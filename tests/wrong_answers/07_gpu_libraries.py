@@ -4,7 +4,7 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, 
 where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
-order, "xmma" or a 16-bit type taken for Tensor Cores, a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
+order, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
 model run in training mode or left in eval mode.
 """
@@ -168,6 +168,12 @@ WRONG: dict[str, dict[str, str]] = {
         # Tensor Cores whenever the inputs are 16-bit or TF32: float16 on CUDA cores (hgemm) passes as Tensor Cores.
         "low_precision_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
     return {"tensor_cores": inputs != "fp32", "inputs": inputs, "algorithm": algorithm}
+""",
+        # Tensor Cores read from the type marker alone: a 16-bit type (fp16, f16, bf16, h for half) means Tensor Cores,
+        # so float16 sgemm kernels with no MMA shape (..._fp16_sgemm_fp16_...), on CUDA cores, count as Tensor Cores.
+        "dtype_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + """\
+    sixteen_bit = bool(re.search(r"fp16|f16|bf16", low))
+    return {"tensor_cores": (bool(mma) or sixteen_bit) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
 """,
         # Only names with "gemm" are matmuls or convolutions: Winograd and FFT convolutions are missed.
         "gemm_only": _EX1_TRACE + _EX1 + """\

@@ -6,7 +6,7 @@ simulator recognised by its class name), "visible_only" (right on the visible te
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
 order, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
-model run in training mode or left in eval mode.
+model run in training mode or left in eval mode; modes or switches put back outside a finally block.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -79,7 +79,7 @@ def find_nondeterministic(model: nn.Module, x: torch.Tensor) -> str | None:
 def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inputs: str =
          "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True,
          enter: str = "model.eval()", restore: str = "for module, training in modes.items(): module.training = training",
-         before_run: str = "pass") -> str:
+         before_run: str = "pass", after: str = "pass") -> str:
     """The model answer of Exercise 3 with one part changed."""
     body = f"""\
     names = {{module: name for name, module in model.named_modules() if name}}
@@ -100,6 +100,7 @@ def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inp
     finally:
         {"for handle in handles: handle.remove()" if cleanup else "pass"}
         {restore}
+    {after}
     for run in runs[1:]:
         for (name, inputs_0, output_0), (_, inputs, output) in zip(runs[0], run):
             if ({same_inputs}) and not ({compare}):
@@ -264,6 +265,15 @@ WRONG: dict[str, dict[str, str]] = {
         "left_in_eval": _ex3(restore="pass"),
         # Puts the mode back with model.train(...): a frozen BatchNorm (eval inside a training model) is unfrozen.
         "train_all_back": _ex3(restore="model.train(modes[model])"),
+        # Puts every module's mode back after the runs, not in the finally block: when a forward pass raises, the
+        # model is left in eval mode (its frozen BatchNorm is fine, every other module is not).
+        "modes_outside_finally": _ex3(restore="pass",
+                                      after="for module, training in modes.items(): module.training = training"),
+        # Turns cuDNN's determinism on for the search and puts it back after the runs, not in the finally block: when
+        # a forward pass raises, cudnn.deterministic stays on for the rest of the process.
+        "switches_outside_finally": _ex3(
+            enter="model.eval(); saved = torch.backends.cudnn.deterministic; torch.backends.cudnn.deterministic = True",
+            after="torch.backends.cudnn.deterministic = saved"),
         # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
         "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.

@@ -23,6 +23,8 @@ _EX1_GOOD_ALGORITHM = """\
         algorithm = "fft"
     elif "implicit_gemm" in low or "implicit_convolve" in low:
         algorithm = "implicit_gemm"
+    elif re.search(r"convolve|fprop|dgrad|wgrad|[sh]\\d*cudnn", low):
+        algorithm = "convolution"
     elif "gemm" in low:
         algorithm = "gemm"
     else:
@@ -33,14 +35,14 @@ _EX1_GOOD_INPUTS = """\
         inputs = "tf32"
     elif "bf16" in low:
         inputs = "bf16"
-    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
+    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*(gemm|cudnn)", low):
         inputs = "fp16"
     else:
         inputs = "fp32"
 """
 _EX1_GOOD_CORES = """\
-    mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize", low)
-    cuda_cores = "simt" in low or low.endswith("ffma")
+    mma = re.search(r"\\d{3,6}(gemm|cudnn|fprop|dgrad|wgrad)|tensorop|wmma|hmma|gmma|xmma|tensor\\d+x\\d+|warpgroupsize", low)
+    cuda_cores = "simt" in low or "ffma" in low
 """
 _EX1_RETURN = """\
     return {"tensor_cores": bool(mma) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
@@ -163,7 +165,7 @@ WRONG: dict[str, dict[str, str]] = {
 """ + _EX1_GOOD_CORES + _EX1_RETURN,
         # "xmma" taken for Tensor Cores: the sm80 xmma float32 kernels on CUDA cores (ffma) count as Tensor Cores.
         "xmma_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
-    mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize|xmma", low)
+    mma = re.search(r"\\d{3,6}(gemm|cudnn|fprop|dgrad|wgrad)|tensorop|wmma|hmma|gmma|xmma|tensor\\d+x\\d+|warpgroupsize", low)
     cuda_cores = "simt" in low
 """ + _EX1_RETURN,
         # Tensor Cores whenever the inputs are 16-bit or TF32: float16 on CUDA cores (hgemm) passes as Tensor Cores.
@@ -176,6 +178,18 @@ WRONG: dict[str, dict[str, str]] = {
     sixteen_bit = bool(re.search(r"fp16|f16|bf16", low))
     return {"tensor_cores": (bool(mma) or sixteen_bit) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
 """,
+        # cuDNN names that give the pass, not the algorithm (scudnn, h884cudnn, dgrad, wgrad), read as "other": the
+        # Tensor Core shape is never reached, and a convolution that takes most of the time is never the answer.
+        "cudnn_names_other": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+            """    elif re.search(r"convolve|fprop|dgrad|wgrad|[sh]\\d*cudnn", low):
+        algorithm = "convolution"
+""", "") + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # The Tensor Core shape looked for before "gemm" only: h884cudnn and s1688cudnn convolutions read as CUDA cores.
+        "shape_before_gemm_only": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
+        + _EX1_GOOD_CORES.replace("(gemm|cudnn|fprop|dgrad|wgrad)", "gemm") + _EX1_RETURN,
+        # xmma without ffma not read as Tensor Cores: a truncated TF32 xmma name (its tensor shape cut off) is missed.
+        "xmma_ignored": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
+        + _EX1_GOOD_CORES.replace("|xmma", "") + _EX1_RETURN,
         # Only names with "gemm" are matmuls or convolutions: Winograd and FFT convolutions are missed.
         "gemm_only": _EX1_TRACE + _EX1 + """\
     low = name.lower()

@@ -4,9 +4,9 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, 
 where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
-order, "xmma" or a 16-bit type taken for Tensor Cores, a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
+order, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
-model run in training mode or left in eval mode.
+model run in training mode or left in eval mode; modes or switches put back outside a finally block.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -23,6 +23,8 @@ _EX1_GOOD_ALGORITHM = """\
         algorithm = "fft"
     elif "implicit_gemm" in low or "implicit_convolve" in low:
         algorithm = "implicit_gemm"
+    elif re.search(r"convolve|fprop|dgrad|wgrad|[sh]\\d*cudnn", low):
+        algorithm = "convolution"
     elif "gemm" in low:
         algorithm = "gemm"
     else:
@@ -33,14 +35,14 @@ _EX1_GOOD_INPUTS = """\
         inputs = "tf32"
     elif "bf16" in low:
         inputs = "bf16"
-    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
+    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*(gemm|cudnn)", low):
         inputs = "fp16"
     else:
         inputs = "fp32"
 """
 _EX1_GOOD_CORES = """\
-    mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize", low)
-    cuda_cores = "simt" in low or low.endswith("ffma")
+    mma = re.search(r"\\d{3,6}(gemm|cudnn|fprop|dgrad|wgrad)|tensorop|wmma|hmma|gmma|xmma|tensor\\d+x\\d+|warpgroupsize", low)
+    cuda_cores = "simt" in low or "ffma" in low
 """
 _EX1_RETURN = """\
     return {"tensor_cores": bool(mma) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
@@ -79,7 +81,7 @@ def find_nondeterministic(model: nn.Module, x: torch.Tensor) -> str | None:
 def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inputs: str =
          "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True,
          enter: str = "model.eval()", restore: str = "for module, training in modes.items(): module.training = training",
-         before_run: str = "pass") -> str:
+         before_run: str = "pass", after: str = "pass") -> str:
     """The model answer of Exercise 3 with one part changed."""
     body = f"""\
     names = {{module: name for name, module in model.named_modules() if name}}
@@ -100,6 +102,7 @@ def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inp
     finally:
         {"for handle in handles: handle.remove()" if cleanup else "pass"}
         {restore}
+    {after}
     for run in runs[1:]:
         for (name, inputs_0, output_0), (_, inputs, output) in zip(runs[0], run):
             if ({same_inputs}) and not ({compare}):
@@ -162,13 +165,31 @@ WRONG: dict[str, dict[str, str]] = {
 """ + _EX1_GOOD_CORES + _EX1_RETURN,
         # "xmma" taken for Tensor Cores: the sm80 xmma float32 kernels on CUDA cores (ffma) count as Tensor Cores.
         "xmma_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
-    mma = re.search(r"\\d{3,6}gemm|tensorop|wmma|tensor\\d+x\\d+|warpgroupsize|xmma", low)
+    mma = re.search(r"\\d{3,6}(gemm|cudnn|fprop|dgrad|wgrad)|tensorop|wmma|hmma|gmma|xmma|tensor\\d+x\\d+|warpgroupsize", low)
     cuda_cores = "simt" in low
 """ + _EX1_RETURN,
         # Tensor Cores whenever the inputs are 16-bit or TF32: float16 on CUDA cores (hgemm) passes as Tensor Cores.
         "low_precision_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
     return {"tensor_cores": inputs != "fp32", "inputs": inputs, "algorithm": algorithm}
 """,
+        # Tensor Cores read from the type marker alone: a 16-bit type (fp16, f16, bf16, h for half) means Tensor Cores,
+        # so float16 sgemm kernels with no MMA shape (..._fp16_sgemm_fp16_...), on CUDA cores, count as Tensor Cores.
+        "dtype_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + """\
+    sixteen_bit = bool(re.search(r"fp16|f16|bf16", low))
+    return {"tensor_cores": (bool(mma) or sixteen_bit) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
+""",
+        # cuDNN names that give the pass, not the algorithm (scudnn, h884cudnn, dgrad, wgrad), read as "other": the
+        # Tensor Core shape is never reached, and a convolution that takes most of the time is never the answer.
+        "cudnn_names_other": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+            """    elif re.search(r"convolve|fprop|dgrad|wgrad|[sh]\\d*cudnn", low):
+        algorithm = "convolution"
+""", "") + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # The Tensor Core shape looked for before "gemm" only: h884cudnn and s1688cudnn convolutions read as CUDA cores.
+        "shape_before_gemm_only": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
+        + _EX1_GOOD_CORES.replace("(gemm|cudnn|fprop|dgrad|wgrad)", "gemm") + _EX1_RETURN,
+        # xmma without ffma not read as Tensor Cores: a truncated TF32 xmma name (its tensor shape cut off) is missed.
+        "xmma_ignored": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
+        + _EX1_GOOD_CORES.replace("|xmma", "") + _EX1_RETURN,
         # Only names with "gemm" are matmuls or convolutions: Winograd and FFT convolutions are missed.
         "gemm_only": _EX1_TRACE + _EX1 + """\
     low = name.lower()
@@ -258,6 +279,15 @@ WRONG: dict[str, dict[str, str]] = {
         "left_in_eval": _ex3(restore="pass"),
         # Puts the mode back with model.train(...): a frozen BatchNorm (eval inside a training model) is unfrozen.
         "train_all_back": _ex3(restore="model.train(modes[model])"),
+        # Puts every module's mode back after the runs, not in the finally block: when a forward pass raises, the
+        # model is left in eval mode (its frozen BatchNorm is fine, every other module is not).
+        "modes_outside_finally": _ex3(restore="pass",
+                                      after="for module, training in modes.items(): module.training = training"),
+        # Turns cuDNN's determinism on for the search and puts it back after the runs, not in the finally block: when
+        # a forward pass raises, cudnn.deterministic stays on for the rest of the process.
+        "switches_outside_finally": _ex3(
+            enter="model.eval(); saved = torch.backends.cudnn.deterministic; torch.backends.cudnn.deterministic = True",
+            after="torch.backends.cudnn.deterministic = saved"),
         # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
         "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.

@@ -106,14 +106,17 @@ class TrainingTrace:
     def table(self, every: int = 5) -> str:
         """Every ``every``-th interval as a text table: the numbers a learner reads off `nvidia-smi -l`."""
         every = positive_int("every", every)
-        head = f"{'t (s)':>6} {'samples/s':>9} {'wait':>5} {'util %':>6} {'SM MHz':>6} {'W':>5} {'C':>3}  reasons"
+        run = self.epoch_s is not None  # a long run: GPU memory and the host's page cache too
+        head = (f"{'t (s)':>6} {'samples/s':>9} {'wait':>5} {'util %':>6} {'SM MHz':>6} {'W':>5} {'C':>3}"
+                + (f" {'GPU GiB':>7} {'cache GiB':>9}" if run else "") + "  reasons")
         rows = [head]
         for i in range(0, len(self), every):
             sample = self.samples[i]
             rows.append(f"{self.times()[i]:6.1f} {self.throughput[i]:9.0f} {self.data_wait[i]:5.2f} "
                         f"{sample.value('gpu_util'):6.0f} {sample.value('gpu_sm_clock'):6.0f} "
-                        f"{sample.value('gpu_power'):5.1f} {sample.value('gpu_temp'):3.0f}  "
-                        f"{', '.join(reason_words(int(sample.value('gpu_throttle')))) or '-'}")
+                        f"{sample.value('gpu_power'):5.1f} {sample.value('gpu_temp'):3.0f}"
+                        + (f" {sample.value('gpu_mem_used'):7.1f} {sample.value('host_page_cache'):9.1f}" if run else "")
+                        + f"  {', '.join(reason_words(int(sample.value('gpu_throttle')))) or '-'}")
         return "\n".join(rows)
 
     def plot(self):

@@ -209,3 +209,18 @@ def test_without_torch_the_sustained_step_is_listed_as_not_run(monkeypatch, tmp_
     monkeypatch.setattr(gpu_check.importlib.util, "find_spec", lambda name: None)
     step = gpu_check.step_sustained(gpu_check.parse(["--report", str(tmp_path / "r.md")]), 60)
     assert (step.status, step.summary) == ("NOT RUN", "needs torch, which is not installed here")
+
+
+def test_a_name_a_skipped_statement_would_have_set_is_not_read_from_an_earlier_cell(tmp_path):
+    """Lesson 09 without TensorFlow: `mine` was a float from exercise 1, and the tf.data smoke check's `mine` could
+    not be built; the check must be NOT RUN, not a FAIL on the stale float."""
+    path = tiny_notebook(tmp_path, ["mine = 1.5", "import a_package_nobody_installed as tf",
+                                    "def build(data):\n    return tf.data(data)",
+                                    "decode = tf.decode\nmine = build(decode)\nprint(len(mine))\nafter = 2",
+                                    "assert after == 2\nresult = mine + 1", "print(after)"])
+    cells = gpu_check.run_notebook(path, "exec")
+    assert [cell.status for cell in cells] == ["PASS", "NOT RUN", "PASS", "PARTLY RUN", "PARTLY RUN", "PASS"]
+    assert cells[3].reason.startswith("depends on an earlier cell that could not run (needs a_package_nobody_installed)")
+    assert "(2 more skipped)" in cells[3].reason and "the 1 statement(s) after it" in cells[3].reason
+    assert gpu_check.names_bound_and_read("@deco\ndef f(x=default):\n    return inside\n[y for y in z]") == (
+        {"f", "y"}, {"deco", "default", "y", "z"})

@@ -109,3 +109,123 @@ def test_every_cause_has_one_named_change_and_the_changes_are_explained():
 def test_bad_input_is_refused_naming_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- long runs (make_run)
+
+def epoch_reading(trace: throttle.TrainingTrace) -> list[str]:
+    """The causes, read as lesson 09 teaches: each epoch against the first, new causes only, lasting two epochs."""
+    per = round(trace.epoch_s / trace.interval_s)
+    speed, wait = trace.throughput, trace.data_wait
+    first = statistics.median(speed[:per])
+    reasons_first = monitor.reason_shares(trace.samples[:per])
+    memory = [s.value("gpu_mem_used") / s.value("gpu_mem_total") for s in trace.samples]
+    full_from_start = statistics.median(memory[:per]) >= 0.9
+    seen: dict[str, list[int]] = {}
+    for k in range(1, len(trace) // per):
+        window = slice(k * per, (k + 1) * per)
+        if min(wait[k * per:k * per + 2]) > statistics.median(wait[window]) + 0.3:
+            seen.setdefault("worker_restart", []).append(k)
+        if statistics.median(speed[window]) >= 0.9 * first:
+            continue
+        reasons = monitor.reason_shares(trace.samples[window])
+        found = {"thermal": reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0),
+                 "power_cap": reasons.get("power cap", 0) >= 0.5 > reasons_first.get("power cap", 0),
+                 "page_cache": statistics.median(wait[window]) >= 0.1,
+                 "memory_thrash": statistics.median(memory[window]) >= 0.95 and not full_from_start}
+        for cause in [cause for cause, shows in found.items() if shows]:
+            seen.setdefault(cause, []).append(k)
+    began = {cause: epochs[0] for cause, epochs in seen.items() if len(epochs) >= 2}
+    return sorted(began, key=began.get)
+
+
+def random_run(seed: int) -> tuple[list[str], dict]:
+    """A run with zero, one or two causes three epochs apart or more, on a random device, interval and epoch."""
+    draw = random.Random(seed)
+    interval = draw.choice([2.0, 5.0, 10.0])
+    epoch = interval * draw.choice([8, 12, 15])
+    epochs = draw.randint(8, 14)
+    count = draw.choice([0, 1, 1, 2, 2])
+    causes = draw.sample(throttle.RUN_CAUSES, count)
+    onsets = sorted(draw.sample(range(1, epochs - 3), count))
+    if count == 2 and onsets[1] - onsets[0] < 3:
+        onsets[1] = min(epochs - 4, onsets[0] + 3)
+        if onsets[1] - onsets[0] < 3:
+            causes, onsets = causes[:1], onsets[:1]
+    plan = [(cause, onset * epoch + draw.uniform(0, 0.9 * epoch), draw.uniform(0.2, 0.5))
+            for cause, onset in zip(causes, onsets)]
+    settings = {"device": draw.choice(list(throttle.FAKE_DEVICES)), "seconds": epoch * epochs, "interval_s": interval,
+                "epoch_s": epoch, "seed": seed, "capped": "power_cap" not in causes and draw.random() < 0.2,
+                "reserved": "memory_thrash" not in causes and draw.random() < 0.2}
+    return plan, settings
+
+
+def test_an_epoch_by_epoch_reading_recovers_every_cause_in_order():
+    for seed in range(80):
+        plan, settings = random_run(seed)
+        assert epoch_reading(throttle.make_run(plan, **settings)) == [cause for cause, *_ in plan], (plan, settings)
+
+
+def test_a_mean_or_a_last_reading_is_fooled():
+    """Late onsets hide in the mean; the last interval is slow in half the runs; the first cause hides the second."""
+    mean_fooled = last_fooled = 0
+    for seed in range(30):
+        plan, settings = random_run(seed)
+        trace = throttle.make_run(plan, **settings)
+        per = round(trace.epoch_s / trace.interval_s)
+        fell_on_average = statistics.mean(trace.throughput) < 0.9 * statistics.mean(trace.throughput[:per])
+        mean_fooled += fell_on_average != bool(plan)
+        last_fooled += (trace.throughput[-1] < 0.9 * trace.throughput[0]) != bool(plan)
+    assert mean_fooled >= 2 and last_fooled >= 2, (mean_fooled, last_fooled)
+
+
+def test_each_cause_of_a_run_leaves_its_signature_only_after_its_onset():
+    def median_of(trace, key, epochs):
+        per = round(trace.epoch_s / trace.interval_s)
+        return statistics.median(trace.series(key)[epochs[0] * per:epochs[1] * per])
+
+    hot = throttle.make_run([("thermal", 300)], device="T4", seed=0)
+    assert median_of(hot, "gpu_temp", (0, 1)) < 80 and median_of(hot, "gpu_temp", (7, 10)) >= 85
+    assert median_of(hot, "gpu_util", (7, 10)) >= 95 and median_of(hot, "gpu_sm_clock", (7, 10)) < 1400
+    assert hot.epoch_starts()[:3] == [0.0, 60.0, 120.0] and len(hot) == 120
+    graphics, sm = hot.series("gpu_graphics_clock"), hot.series("gpu_sm_clock")
+    assert sum(g != s for g, s in zip(graphics, sm)) > len(hot) // 2   # every field its own value
+    full = throttle.make_run([("memory_thrash", 200)], device="A100", seed=1)
+    assert median_of(full, "gpu_mem_used", (0, 1)) < 0.7 * 40 and median_of(full, "gpu_mem_used", (5, 10)) > 0.97 * 40
+    cache = throttle.make_run([("page_cache", 200)], device="L4", seed=2)
+    assert median_of(cache, "data_wait", (0, 3)) < 0.05 and median_of(cache, "data_wait", (5, 10)) > 0.2
+    assert median_of(cache, "host_page_cache", (5, 10)) >= 0.98 * cache.samples[0].value("host_page_cache_max")
+    restart = throttle.make_run([("worker_restart", 60)], device="T4", seed=3, outliers=False)
+    assert [restart.data_wait[k * 12] > 0.8 for k in range(10)] == [False] + [True] * 9
+    steady = throttle.make_run([], device="T4", seed=4, capped=True, reserved=True)
+    assert monitor.reason_shares(steady.samples[:12]).get("power cap") == 1.0
+    assert median_of(steady, "gpu_mem_used", (0, 1)) > 0.95 * 15
+
+
+def test_a_run_plots_its_memory_and_page_cache_too():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure = throttle.make_run([("page_cache", 200)], device="L4", seed=1).plot()
+    labels = [axis.get_ylabel() for axis in figure.axes]
+    assert labels[5:7] == ["GPU memory (GiB)", "page cache (GiB)"]
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: throttle.make_run([("slow", 100)]), r"^cause must be one of"),
+    (lambda: throttle.make_run(["thermal"]), r"^causes must hold \(cause, onset_s\)"),
+    (lambda: throttle.make_run([("thermal", 100), ("thermal", 300)]), r"^each cause at most once"),
+    (lambda: throttle.make_run([("thermal", 30)]), r"^onset of 'thermal' must lie between one epoch"),
+    (lambda: throttle.make_run([("thermal", 500)]), r"^onset of 'thermal' must lie between one epoch"),
+    (lambda: throttle.make_run([("thermal", 100, 0.9)]), r"^drop must be a share between 0.15 and 0.6"),
+    (lambda: throttle.make_run(drop=0.05), r"^drop must be a share between 0.15 and 0.6"),
+    (lambda: throttle.make_run(epoch_s=20), r"^epoch_s must be a whole number of at least 8 intervals"),
+    (lambda: throttle.make_run(seconds=200), r"^seconds must cover at least 4 epochs"),
+    (lambda: throttle.make_run(device="H100"), r"^device must be one of"),
+])
+def test_bad_runs_are_refused_naming_the_argument(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -297,14 +297,59 @@ def _plain_source(source: str) -> str:
     return "\n".join(lines)
 
 
+def names_bound_and_read(source: str) -> tuple[set[str], set[str]]:
+    """Names a piece of source binds at its top level, and names it reads while it runs (not inside the bodies of
+    the functions and classes it defines, which read them only when called). Nothing for unparsable source."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    bound: set[str] = set()
+    read: set[str] = set()
+
+    def walk(node: ast.AST, top: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if top:
+                bound.add(node.name)
+            evaluated_now = list(node.decorator_list)  # decorators and default values run when it is defined
+            if not isinstance(node, ast.ClassDef):
+                evaluated_now += node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+            for child in evaluated_now:
+                walk(child, False)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            walk(child, top and not isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)))
+
+    for statement in tree.body:
+        walk(statement, True)
+    return bound, read
+
+
 def run_cells(cells: list[dict], runner) -> list[CellResult]:
     """Run the cells in order. A cell stopped by a missing package (or by a name such a cell failed to define)
-    goes on statement by statement after the failing one, skipping what needs the package: the rest still runs."""
+    goes on statement by statement after the failing one, skipping what needs the package: the rest still runs.
+    The names a skipped statement would have set stay unavailable: a later statement that reads one is skipped too,
+    even where an earlier cell left a value under the same name (it would run on the wrong object)."""
     missing: list[str] = []
+    unavailable: set[str] = set()
     results = []
     for index, cell in enumerate(cells):
         start = time.perf_counter()
-        outcome = runner.run(cell["source"])
+        source = runner.transform(cell["source"])
+        reads_unavailable = sorted(names_bound_and_read(source)[1] & unavailable)
+        if reads_unavailable:  # statement by statement from the first: a stale value may sit under such a name
+            outcome = Outcome(f"NameError: the cell reads {', '.join(reads_unavailable)}, which a statement that could "
+                              "not run would have set")
+            later = statements_after(source, None)
+        else:
+            outcome = runner.run(cell["source"])
+            later = None
         stderr, status, error, reason = outcome.stderr, ("FAIL" if outcome.error else "PASS"), outcome.error, ""
         module = missing_module(outcome.error)
         if module or (missing and outcome.error.startswith("NameError")):
@@ -313,13 +358,23 @@ def run_cells(cells: list[dict], runner) -> list[CellResult]:
                             f"depends on an earlier cell that could not run (needs {', '.join(sorted(set(missing)))})")
             ran = skipped = 0
             error = ""
-            later = statements_after(runner.transform(cell["source"]), outcome.line) if outcome.line else []
+            if later is None:
+                later = statements_after(source, outcome.line) if outcome.line else []
+                unavailable |= names_bound_and_read(_statement_at(source, outcome.line))[0]
+            else:
+                skipped -= 1  # the first statement that reads an unavailable name is the cell's reason, not "more"
             for statement in later:
+                bound, read = names_bound_and_read(statement)
+                if read & unavailable:
+                    unavailable |= bound
+                    skipped += 1
+                    continue
                 piece = runner.run(statement)
                 stderr += piece.stderr
                 piece_module = missing_module(piece.error)
                 if piece_module or (piece.error.startswith("NameError") and missing):
                     missing += [piece_module] if piece_module else []
+                    unavailable |= bound
                     skipped += 1
                 elif piece.error:
                     error = piece.error
@@ -329,9 +384,21 @@ def run_cells(cells: list[dict], runner) -> list[CellResult]:
             status = "FAIL" if error else ("PARTLY RUN" if ran else "NOT RUN")
             error = error or outcome.error
             reason = first_reason + (f"; the {ran} statement(s) after it that do not need it ran" if ran else "")
-            reason += f" ({skipped} more skipped)" if skipped else ""
+            reason += f" ({skipped} more skipped)" if skipped > 0 else ""
         results.append(CellResult(index, cell["id"], status, time.perf_counter() - start, stderr, error, reason))
     return results
+
+
+def _statement_at(source: str, line: int | None) -> str:
+    """The source of the top-level statement holding ``line`` ('' if none or unparsable)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    for node in tree.body:
+        if line is not None and _first_line(node) <= line <= (node.end_lineno or node.lineno):
+            return ast.get_source_segment(source, node) or ""
+    return ""
 
 
 def run_notebook(path: Path, runner: str = "auto", cell_timeout_s: int = 300) -> list[CellResult]:

@@ -73,6 +73,13 @@ class TrainingTrace:
     data_wait: tuple[float, ...]
     samples: tuple[Snapshot, ...]
     label: str
+    epoch_s: float | None = None  # seconds per epoch (runs made by make_run), None where the trace has no epochs
+
+    def epoch_starts(self) -> list[float]:
+        """Seconds from the start at which each epoch began ([0.0] where the trace has no epochs)."""
+        if self.epoch_s is None:
+            return [0.0]
+        return [round(k * self.epoch_s, 6) for k in range(int(len(self) * self.interval_s / self.epoch_s + 1e-9))]
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -99,14 +106,17 @@ class TrainingTrace:
     def table(self, every: int = 5) -> str:
         """Every ``every``-th interval as a text table: the numbers a learner reads off `nvidia-smi -l`."""
         every = positive_int("every", every)
-        head = f"{'t (s)':>6} {'samples/s':>9} {'wait':>5} {'util %':>6} {'SM MHz':>6} {'W':>5} {'C':>3}  reasons"
+        run = self.epoch_s is not None  # a long run: GPU memory and the host's page cache too
+        head = (f"{'t (s)':>6} {'samples/s':>9} {'wait':>5} {'util %':>6} {'SM MHz':>6} {'W':>5} {'C':>3}"
+                + (f" {'GPU GiB':>7} {'cache GiB':>9}" if run else "") + "  reasons")
         rows = [head]
         for i in range(0, len(self), every):
             sample = self.samples[i]
             rows.append(f"{self.times()[i]:6.1f} {self.throughput[i]:9.0f} {self.data_wait[i]:5.2f} "
                         f"{sample.value('gpu_util'):6.0f} {sample.value('gpu_sm_clock'):6.0f} "
-                        f"{sample.value('gpu_power'):5.1f} {sample.value('gpu_temp'):3.0f}  "
-                        f"{', '.join(reason_words(int(sample.value('gpu_throttle')))) or '-'}")
+                        f"{sample.value('gpu_power'):5.1f} {sample.value('gpu_temp'):3.0f}"
+                        + (f" {sample.value('gpu_mem_used'):7.1f} {sample.value('host_page_cache'):9.1f}" if run else "")
+                        + f"  {', '.join(reason_words(int(sample.value('gpu_throttle')))) or '-'}")
         return "\n".join(rows)
 
     def plot(self):
@@ -114,12 +124,15 @@ class TrainingTrace:
         import matplotlib.pyplot as plt
 
         times = self.times()
-        fig, axes = plt.subplots(5, 1, figsize=(10, 8.5), sharex=True)
         first = self.samples[0]
         panels = [("throughput", "samples/s", None), ("gpu_util", "GPU util. %", None),
                   ("gpu_sm_clock", "SM clock (MHz)", first.value("gpu_sm_clock_max")),
                   ("gpu_power", "power (W)", first.value("gpu_power_limit")),
                   ("gpu_temp", "temperature (C)", self.slowdown_c)]
+        if self.epoch_s is not None:  # a run: GPU memory and the host's page cache too
+            panels += [("gpu_mem_used", "GPU memory (GiB)", first.value("gpu_mem_total")),
+                       ("host_page_cache", "page cache (GiB)", first.value("host_page_cache_max"))]
+        fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.7 * len(panels)), sharex=True)
         for ax, (key, ylabel, limit) in zip(axes, panels):
             ax.plot(times, self.series(key), color="tab:blue")
             if limit is not None:
@@ -138,7 +151,10 @@ class TrainingTrace:
                                 color=_REASON_COLOURS.get(words[0], "grey"), alpha=0.15, linewidth=0)
         axes[2].set_title("shaded: clock held down (" + ", ".join(f"{word}: {colour}" for word, colour in
                                                                   _REASON_COLOURS.items()) + ")", fontsize=9)
-        axes[-1].set_xlabel("seconds")
+        for start in self.epoch_starts()[1:]:
+            for ax in axes:
+                ax.axvline(start, color="grey", linestyle=":", linewidth=0.8)
+        axes[-1].set_xlabel("seconds" + (" (dotted: a new epoch starts)" if self.epoch_s is not None else ""))
         fig.suptitle(f"{self.label}: {self.device}")
         fig.tight_layout()
         return fig
@@ -245,3 +261,184 @@ def make_trace(cause: str, *, device: str = "T4", seconds: float = 60.0, interva
     return TrainingTrace(spec.name, interval_s, spec.slowdown_c, tuple(throughput), tuple(waits), tuple(samples),
                          label=f"made-up trace #{seed}")
 
+
+
+# --------------------------------------------------------------------------- long runs whose causes show over time
+
+RUN_CAUSES = ("thermal", "power_cap", "page_cache", "worker_restart", "memory_thrash")
+"""What slows a long run down only after a while: the card heats up until it slows its clock (thermal), draws more
+power as it heats until it reaches its power cap, the loader keeps up until the host's page cache is full and reads
+go to disk, the DataLoader's workers start afresh at every epoch (``persistent_workers=False``), or memory grows
+until PyTorch's caching allocator frees and retries on every step."""
+
+RUN_CHANGES = {
+    "thermal": "improve_cooling",
+    "power_cap": "plan_with_sustained",
+    "page_cache": "feed_faster",
+    "worker_restart": "persistent_workers",
+    "memory_thrash": "find_the_leak",
+}
+"""The change in CHANGES that acts on each cause of RUN_CAUSES."""
+
+CHANGES.update({
+    "persistent_workers": "keep the DataLoader's workers alive between epochs (persistent_workers=True)",
+    "find_the_leak": "find what keeps memory alive from step to step (a loss summed with its graph, a growing list of "
+                     "tensors) and free it",
+})
+
+
+def _run_metrics(device: FakeDevice, util: float, clock: float, graphics: float, power: float, temp: float,
+                 mask: int, memory: float, cache: float, cache_max: float, disk: float) -> tuple[Metric, ...]:
+    """One interval's readings of a long run: NVML's, and the host's page cache and disk reads."""
+    made_up = "made-up trace"
+    return (
+        Metric("gpu_util", "GPU utilisation (time a kernel ran)", round(util), "%", made_up),
+        Metric("gpu_mem_used", "GPU memory used", round(memory, 2), "GiB", made_up),
+        Metric("gpu_mem_total", "GPU memory total", device.memory_gib, "GiB", made_up),
+        Metric("gpu_power", "power draw", round(power, 1), "W", made_up),
+        Metric("gpu_power_limit", "power limit", device.power_limit_w, "W", made_up),
+        Metric("gpu_temp", "temperature", round(temp), "C", made_up),
+        Metric("gpu_sm_clock", "SM clock", float(round(clock / 15) * 15), "MHz", made_up),
+        Metric("gpu_graphics_clock", "graphics clock", float(round(graphics / 15) * 15), "MHz", made_up),
+        Metric("gpu_sm_clock_max", "SM clock, maximum", float(device.max_sm_mhz), "MHz", made_up),
+        Metric("gpu_throttle", "clock held down by", mask, "reasons", made_up),
+        Metric("host_page_cache", "host page cache", round(cache, 2), "GiB", made_up),
+        Metric("host_page_cache_max", "host page cache, at most", cache_max, "GiB", made_up),
+        Metric("disk_read", "disk reads", round(disk), "MB/s", made_up),
+    )
+
+
+def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_s: float = 5.0,
+             epoch_s: float = 60.0, drop: float = 0.3, capped: bool = False, reserved: bool = False,
+             outliers: bool = True, seed: int = 0) -> TrainingTrace:
+    """A made-up long training run on which each of ``causes`` starts at its own time and shows only over time.
+
+    ``causes``: ``(cause, onset_s)`` pairs (or ``(cause, onset_s, drop)``), cause one of RUN_CAUSES, each cause at
+    most once. Before its onset a cause leaves no mark on the throughput; its precursor may show (the temperature or
+    the GPU memory rising, the page cache filling). ``capped`` holds the card at its power limit from the first
+    interval, and ``reserved`` keeps the GPU memory nearly full from the start (TensorFlow reserves it): neither
+    slows the run down. ``outliers`` adds noise a single reading would be fooled by: a checkpoint save in the middle
+    of an epoch, a clock-event reason set for one interval, and a slow last interval (half of the seeds).
+    """
+    spec = FAKE_DEVICES[one_of("device", device, tuple(FAKE_DEVICES))]
+    interval_s = positive_number("interval_s", interval_s)
+    epoch_s = positive_number("epoch_s", epoch_s)
+    count = round(positive_number("seconds", seconds) / interval_s)
+    per_epoch = round(epoch_s / interval_s)
+    if per_epoch < 8 or abs(per_epoch * interval_s - epoch_s) > 1e-6 * epoch_s:
+        raise ValueError(f"epoch_s must be a whole number of at least 8 intervals of {interval_s} s, got {epoch_s}")
+    if count < 4 * per_epoch:
+        raise ValueError(f"seconds must cover at least 4 epochs of {epoch_s} s, got {seconds}")
+    if not (isinstance(drop, (int, float)) and 0.15 <= drop <= 0.6):
+        raise ValueError(f"drop must be a share between 0.15 and 0.6, got {drop!r}")
+    plan: dict[str, tuple[float, float]] = {}
+    for entry in causes:
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
+            raise ValueError(f"causes must hold (cause, onset_s) or (cause, onset_s, drop) pairs, got {entry!r}")
+        name = one_of("cause", entry[0], RUN_CAUSES)
+        onset, share = float(entry[1]), float(entry[2]) if len(entry) == 3 else drop
+        if name in plan:
+            raise ValueError(f"each cause at most once, got {name!r} twice")
+        if not epoch_s <= onset <= seconds - 3 * epoch_s:
+            raise ValueError(f"onset of {name!r} must lie between one epoch and three epochs before the end, got "
+                             f"{onset}")
+        if not 0.15 <= share <= 0.6:
+            raise ValueError(f"drop must be a share between 0.15 and 0.6, got {share!r}")
+        plan[name] = (onset, share)
+    rng = random.Random(seed)
+    cache_max = rng.choice((12.0, 24.0, 48.0))
+    memory_start = spec.memory_gib * (rng.uniform(0.96, 0.975) if reserved else rng.uniform(0.35, 0.6))
+    checkpoint = rng.randrange(1, count // per_epoch - 1) * per_epoch + per_epoch // 2 if outliers else None
+    flicker = rng.randrange(count // 4, count - 2) if outliers else None
+    slow_end = outliers and rng.random() < 0.5
+    base_power = rng.uniform(0.84, 0.9)
+    plateau = spec.slowdown_c - rng.uniform(12, 18)  # where a well-cooled card settles
+    temp, memory = rng.uniform(40, 48), memory_start
+    throughput, waits, samples = [], [], []
+
+    def share_after(cause: str, t: float, ramp_s: float) -> float:
+        """0 before the cause's onset, rising to 1 over ramp_s after it (a jump of 0.3 at the onset)."""
+        if cause not in plan or t < plan[cause][0]:
+            return 0.0
+        return min(1.0, 0.3 + (t - plan[cause][0]) / ramp_s)
+
+    for i in range(count):
+        t = i * interval_s
+        speed, util, wait, mask = 1.0, rng.uniform(96, 99.5), rng.uniform(0.0, 0.03), 0
+        clock = spec.max_sm_mhz * rng.uniform(0.985, 1.0)
+        power = spec.power_limit_w * base_power * rng.uniform(0.97, 1.03)
+        target = plateau
+        fill = min(1.0, t / plan["page_cache"][0]) if "page_cache" in plan else min(0.6, t / (3 * epoch_s)) * 0.5
+        cache = cache_max * fill * rng.uniform(0.985, 1.0)
+        disk = rng.uniform(150, 400) if t < 2 * epoch_s or "page_cache" in plan else rng.uniform(0, 20)
+        if "thermal" in plan:
+            onset, share = plan["thermal"]
+            if t >= onset - 2 * epoch_s:  # the fan can no longer keep up: the card heats towards its slowdown point
+                target = spec.slowdown_c + 1
+            f = share_after("thermal", t, 2 * epoch_s)
+            if f > 0:
+                speed *= 1 - share * f
+                clock = spec.max_sm_mhz * (1 - share * f) * rng.uniform(0.98, 1.02)
+                power *= 1 - 0.5 * share * f
+                mask |= _SW_THERMAL if rng.random() < 0.85 else (_HW_THERMAL | _SW_THERMAL)
+        if "power_cap" in plan:
+            onset, share = plan["power_cap"]
+            target = max(target, spec.slowdown_c - rng.uniform(3, 7))  # hot, but below the slowdown point
+            f = share_after("power_cap", t, 2 * epoch_s)
+            power = spec.power_limit_w * (base_power + (1 - base_power) * min(1.0, t / onset))
+            if f > 0:
+                speed *= 1 - share * f
+                clock = min(clock, spec.max_sm_mhz * (1 - share * f) * rng.uniform(0.98, 1.02))
+                power = spec.power_limit_w * rng.uniform(0.985, 1.005)
+                mask |= _POWER_CAP if rng.random() < 0.95 else 0
+        if capped:
+            power, mask = spec.power_limit_w * rng.uniform(0.985, 1.005), mask | _POWER_CAP
+            clock = min(clock, spec.max_sm_mhz * rng.uniform(0.78, 0.82))
+        if "memory_thrash" in plan:
+            onset, share = plan["memory_thrash"]
+            full = spec.memory_gib * rng.uniform(0.975, 0.995)
+            memory = memory_start + (full - memory_start) * min(1.0, t / onset) if t < onset else full
+            f = share_after("memory_thrash", t, epoch_s)
+            if f > 0:  # the allocator frees its cache and retries: every step waits for the GPU to drain
+                speed *= 1 - share * f
+                util *= 1 - 0.6 * share * f
+                power *= 1 - 0.4 * share * f
+        else:
+            memory = memory_start * rng.uniform(0.995, 1.005)
+        temp += (target - temp) * (interval_s / 40) + rng.gauss(0, 0.3)
+        if "page_cache" in plan:
+            onset, share = plan["page_cache"]
+            f = share_after("page_cache", t, epoch_s)
+            if f > 0:  # the page cache is full: every read goes to disk, and the loop waits for its batches
+                speed *= 1 - share * f
+                wait = min(0.95, max(wait, share * f + rng.gauss(0, 0.04)))
+                util *= 1 - share * f
+                power *= 1 - 0.6 * share * f
+                disk = rng.uniform(600, 900)
+                if rng.random() < 0.5:
+                    mask, clock = mask | _IDLE, spec.max_sm_mhz * rng.uniform(0.35, 0.6)
+        if "worker_restart" in plan:
+            onset, _ = plan["worker_restart"]
+            start = i % per_epoch
+            if t >= onset and i >= per_epoch and start < 2:  # new workers start and import everything again
+                speed *= rng.uniform(0.05, 0.2)
+                wait, util = rng.uniform(0.85, 0.98), rng.uniform(2, 12)
+                power *= 0.45
+                mask, clock = mask | _IDLE, spec.max_sm_mhz * rng.uniform(0.3, 0.5)
+        if i == checkpoint:
+            speed *= rng.uniform(0.3, 0.5)
+            wait, util = max(wait, rng.uniform(0.5, 0.7)), util * 0.5
+        if i == flicker:
+            mask |= rng.choice((_SW_THERMAL, _POWER_CAP))
+        if slow_end and i == count - 1:
+            speed *= rng.uniform(0.3, 0.6)
+            wait = max(wait, rng.uniform(0.4, 0.8))
+        rate = spec.samples_per_s * speed * rng.gauss(1.0, 0.02)
+        throughput.append(round(rate, 1))
+        waits.append(round(wait, 3))
+        graphics = clock * rng.uniform(0.965, 0.995)  # its own reading: close to the SM clock, not equal to it
+        samples.append(Snapshot("cuda:0", spec.name, round(t, 6), _run_metrics(
+            spec, min(100.0, max(0.0, util)), clock, graphics, power, temp, mask, memory, cache, cache_max, disk),
+            note=f"made-up run on a device shaped like the {spec.source}: not a reading"))
+    return TrainingTrace(spec.name, interval_s, spec.slowdown_c, tuple(throughput), tuple(waits), tuple(samples),
+                         label=f"made-up run #{seed}", epoch_s=epoch_s)

@@ -19,19 +19,31 @@ def augmented_pipeline(images, labels, decode, augment, batch_size: int):
     """tf.data: decode once (in parallel, cached), then every epoch: reshuffle, batch, augment, prefetch."""
 '''
 _EX3 = '''\
-def choose_settings(sim, target_sps: float) -> dict:
-    """The smallest batch size, then the fewest workers, whose epoch reaches target_sps; probes first, few epochs."""
+def diagnose_trace(trace: throttle.TrainingTrace) -> list:
+    """The causes that slowed the run down (names from throttle.RUN_CAUSES), in the order they began."""
 '''
-_EX4 = '''\
-def diagnose_trace(trace: throttle.TrainingTrace) -> dict:
-    """Why the throughput of `trace` fell, or that it did not ("none"), and the change that addresses it."""
-'''
-_EX4_WINDOWS = '''\
-    count = len(trace)
-    last = slice(count - max(3, count // 3), count)
-    burst = np.median(trace.throughput[:max(3, count // 10)])
-    fell = np.median(trace.throughput[last]) < 0.9 * burst
-    reasons = monitor.reason_shares(trace.samples[last])
+_EX3_EPOCHS = '''\
+    per = round(trace.epoch_s / trace.interval_s)
+    speed, wait = np.asarray(trace.throughput), np.asarray(trace.data_wait)
+    first = np.median(speed[:per])
+    reasons_first = monitor.reason_shares(trace.samples[:per])
+    memory = [s.value("gpu_mem_used") / s.value("gpu_mem_total") for s in trace.samples]
+    full_from_start = np.median(memory[:per]) >= 0.9
+    seen = {}
+    for k in range(1, len(trace) // per):
+        window = slice(k * per, (k + 1) * per)
+        if min(wait[k * per:k * per + 2]) > np.median(wait[window]) + 0.3:
+            seen.setdefault("worker_restart", []).append(k)
+        if np.median(speed[window]) >= 0.9 * first:
+            continue
+        reasons = monitor.reason_shares(trace.samples[window])
+        found = {"thermal": reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0),
+                 "power_cap": reasons.get("power cap", 0) >= 0.5 > reasons_first.get("power cap", 0),
+                 "page_cache": np.median(wait[window]) >= 0.1,
+                 "memory_thrash": np.median(memory[window]) >= 0.95 and not full_from_start}
+        for cause in [cause for cause, shows in found.items() if shows]:
+            seen.setdefault(cause, []).append(k)
+    began = {cause: epochs[0] for cause, epochs in seen.items() if len(epochs) >= 2}
 '''
 _DECODE_ONCE = '''\
     items = [dataset[i] for i in range(len(dataset))]
@@ -144,138 +156,67 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex3-solution": {
-        # The visible test's answer.
+        # The T4 folklore: every slowdown is the heat.
         "constant": _EX3 + '''\
-    return {"batch_size": 64, "num_workers": 3}
+    return ["thermal"]
 ''',
-        # The course's own search: off-limits here.
+        # The course's own sustained-load diagnosis (lesson 03): off-limits here.
         "helper": _EX3 + '''\
-    return loader_sim.cheapest_settings(sim, target_sps)
-''',
-        # Right for the visible target; otherwise the largest batch that fits and a worker per core.
-        "visible_only": _EX3 + '''\
-    if target_sps == 9000:
-        return {"batch_size": 64, "num_workers": 3}
-    fits = [b for b in sim.batch_sizes if sim.memory_bytes(b) <= sim.memory_limit]
-    return {"batch_size": fits[-1], "num_workers": min(sim.cores, sim.max_workers)}
-''',
-        # Trusts the prediction from the probes and never confirms it with an epoch: start-up and filling the
-        # pipeline make some predicted settings miss the target.
-        "typical": _EX3 + '''\
-    for batch_size in sim.batch_sizes:
-        if sim.memory_bytes(batch_size) > sim.memory_limit:
-            continue
-        compute = sim.compute_alone(batch_size)
-        for workers in range(sim.max_workers + 1):
-            loader = sim.loader_alone(batch_size, workers)
-            bound = 1 / (1 / loader + 1 / compute) if workers == 0 else min(loader, compute)
-            if bound >= target_sps:
-                return {"batch_size": batch_size, "num_workers": workers}
-    raise ValueError("out of reach")
-''',
-        # Tries every setting with a full epoch: right, but dozens of epochs.
-        "brute_force": _EX3 + '''\
-    for batch_size in sim.batch_sizes:
-        if sim.memory_bytes(batch_size) > sim.memory_limit:
-            continue
-        for workers in range(sim.max_workers + 1):
-            if sim.run(batch_size, workers).samples_per_s >= target_sps:
-                return {"batch_size": batch_size, "num_workers": workers}
-    raise ValueError("out of reach")
-''',
-        # Never looks at the memory: probes a batch that does not fit and stops with OutOfMemory.
-        "ignores_memory": _EX3 + '''\
-    for batch_size in sim.batch_sizes:
-        compute = sim.compute_alone(batch_size)
-        if compute < target_sps:
-            continue
-        for workers in range(sim.max_workers + 1):
-            loader = sim.loader_alone(batch_size, workers)
-            bound = 1 / (1 / loader + 1 / compute) if workers == 0 else min(loader, compute)
-            if bound >= target_sps and sim.run(batch_size, workers).samples_per_s >= target_sps:
-                return {"batch_size": batch_size, "num_workers": workers}
-    raise ValueError("out of reach")
-''',
-    },
-    "ex4-solution": {
-        # The T4 folklore: every slowdown is the power cap.
-        "constant": _EX4 + '''\
-    return {"cause": "power_cap", "change": "plan_with_sustained"}
-''',
-        # The course's own sustained-load diagnosis, read for its first word: off-limits here.
-        "helper": _EX4 + '''\
     from gpucourse import sustained
-    burst, late = max(trace.throughput[:5]), float(np.median(trace.throughput[-20:]))
-    words = sustained.diagnose(list(trace.samples), burst, late)
-    cause = "power_cap" if "power cap" in words else "thermal" if "thermal" in words else "none" if not words else "input_bound"
-    return {"cause": cause, "change": {"power_cap": "plan_with_sustained", "thermal": "improve_cooling",
-                                       "input_bound": "feed_faster", "none": "nothing"}[cause]}
+    words = sustained.diagnose(list(trace.samples), float(np.median(trace.throughput[:10])),
+                               float(np.median(trace.throughput[-10:])))
+    return [cause for cause, word in (("thermal", "thermal"), ("power_cap", "power cap")) if word in words]
 ''',
-        # Right on the two visible traces by their device; a guess elsewhere.
-        "visible_only": _EX4 + '''\
-    if trace.device == "Tesla T4":
-        return {"cause": "power_cap", "change": "plan_with_sustained"}
-    return {"cause": "input_bound", "change": "feed_faster"}
+        # Thresholds read off the visible T4 run: a T4's clock, power and throughput, whatever the device.
+        "visible_only": _EX3 + '''\
+    causes = []
+    for sample, speed in zip(trace.samples, trace.throughput):
+        if speed < 1800 and sample.value("gpu_sm_clock") < 1400 and sample.value("gpu_temp") >= 84:
+            causes.append("thermal")
+        elif speed < 1800 and sample.value("gpu_power") >= 69:
+            causes.append("power_cap")
+    return [cause for cause in dict.fromkeys(causes) if causes.count(cause) >= 3]
 ''',
-        # "A starved GPU is a slow loader": low utilisation always means input-bound, whether or not the loop waited.
-        "typical": _EX4 + _EX4_WINDOWS + '''\
-    if not fell:
-        return {"cause": "none", "change": "nothing"}
-    if reasons.get("power cap", 0) >= 0.5:
-        return {"cause": "power_cap", "change": "plan_with_sustained"}
-    if reasons.get("thermal", 0) >= 0.5:
-        return {"cause": "thermal", "change": "improve_cooling"}
-    return {"cause": "input_bound", "change": "feed_faster"}
+        # Reads only the means: the whole run against its first epoch, the reasons and the wait over the whole run.
+        "typical": _EX3 + '''\
+    per = round(trace.epoch_s / trace.interval_s)
+    if np.mean(trace.throughput) >= 0.9 * np.mean(trace.throughput[:per]):
+        return []
+    reasons = monitor.reason_shares(trace.samples)
+    causes = [cause for cause, word in (("thermal", "thermal"), ("power_cap", "power cap")) if reasons.get(word, 0) >= 0.5]
+    if np.mean(trace.data_wait) >= 0.1:
+        causes.append("page_cache")
+    memory = [s.value("gpu_mem_used") / s.value("gpu_mem_total") for s in trace.samples]
+    if np.mean(memory) >= 0.95:
+        causes.append("memory_thrash")
+    return causes
 ''',
-        # Reads the temperature instead of the reasons: a hot card is "thermal", even at its power cap.
-        "temperature_not_reasons": _EX4 + _EX4_WINDOWS + '''\
-    if not fell:
-        return {"cause": "none", "change": "nothing"}
-    temps = [s.value("gpu_temp") for s in trace.samples[last]]
-    if np.median(temps) >= trace.slowdown_c - 6:
-        return {"cause": "thermal", "change": "improve_cooling"}
-    if reasons.get("power cap", 0) >= 0.5:
-        return {"cause": "power_cap", "change": "plan_with_sustained"}
-    if np.median(trace.data_wait[last]) >= 0.1:
-        return {"cause": "input_bound", "change": "feed_faster"}
-    return {"cause": "host_sync", "change": "remove_syncs"}
-''',
-        # Reads the reasons before asking whether the throughput fell: a card capped from the start is "power_cap".
-        "reasons_first": _EX4 + _EX4_WINDOWS + '''\
-    if reasons.get("power cap", 0) >= 0.5:
-        return {"cause": "power_cap", "change": "plan_with_sustained"}
-    if not fell:
-        return {"cause": "none", "change": "nothing"}
-    if reasons.get("thermal", 0) >= 0.5:
-        return {"cause": "thermal", "change": "improve_cooling"}
-    if np.median(trace.data_wait[last]) >= 0.1:
-        return {"cause": "input_bound", "change": "feed_faster"}
-    return {"cause": "host_sync", "change": "remove_syncs"}
-''',
-        # Compares the first and the last interval instead of medians of windows: a dip at either end decides.
-        "single_readings": _EX4 + '''\
+        # Reads only the last sample against the first one.
+        "last_sample": _EX3 + '''\
     if trace.throughput[-1] >= 0.9 * trace.throughput[0]:
-        return {"cause": "none", "change": "nothing"}
-    words = monitor.reason_words(int(trace.samples[-1].value("gpu_throttle")))
-    if "power cap" in words:
-        return {"cause": "power_cap", "change": "plan_with_sustained"}
+        return []
+    last = trace.samples[-1]
+    words = monitor.reason_words(int(last.value("gpu_throttle")))
     if "thermal" in words:
-        return {"cause": "thermal", "change": "improve_cooling"}
+        return ["thermal"]
+    if "power cap" in words:
+        return ["power_cap"]
     if trace.data_wait[-1] >= 0.1:
-        return {"cause": "input_bound", "change": "feed_faster"}
-    return {"cause": "host_sync", "change": "remove_syncs"}
+        return ["page_cache"]
+    return ["memory_thrash"] if last.value("gpu_mem_used") >= 0.95 * last.value("gpu_mem_total") else []
 ''',
-        # The right causes, but "bigger batches" for a starved loop: the loader costs the same per image.
-        "wrong_change": _EX4 + _EX4_WINDOWS + '''\
-    if not fell:
-        return {"cause": "none", "change": "nothing"}
-    if reasons.get("power cap", 0) >= 0.5:
-        return {"cause": "power_cap", "change": "plan_with_sustained"}
-    if reasons.get("thermal", 0) >= 0.5:
-        return {"cause": "thermal", "change": "improve_cooling"}
-    if np.median(trace.data_wait[last]) >= 0.1:
-        return {"cause": "input_bound", "change": "bigger_batch"}
-    return {"cause": "host_sync", "change": "remove_syncs"}
+        # Reads the epochs right, but names only the cause that began first.
+        "first_cause_only": _EX3 + _EX3_EPOCHS + '''\
+    return sorted(began, key=began.get)[:1]
+''',
+        # Never compares with the first epoch: a card capped or memory reserved from the start counts as a cause.
+        "no_baseline": _EX3 + _EX3_EPOCHS.replace(" > reasons_first.get(\"thermal\", 0)", "").replace(
+            " > reasons_first.get(\"power cap\", 0)", "").replace(" and not full_from_start", "") + '''\
+    return sorted(began, key=began.get)
+''',
+        # The right causes, named alphabetically instead of in the order they began.
+        "unordered": _EX3 + _EX3_EPOCHS + '''\
+    return sorted(began)
 ''',
     },
 }

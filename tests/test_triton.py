@@ -217,6 +217,39 @@ def test_poison_fills_masked_lanes_of_loads_without_other():
             pass
 
 
+@triton.jit
+def block_dot_kernel(a_ptr, b_ptr, out_ptr, n, skip_from, BLOCK: tl.constexpr):
+    """Program i: sum over blocks j < min(cdiv(n, BLOCK), skip_from + i) of dot(a block, b block); masked loads."""
+    rows = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for start in range(0, tl.minimum(n, (skip_from + tl.program_id(0)) * BLOCK), BLOCK):
+        offsets = (start + rows)[:, None] * BLOCK + rows[None, :]
+        inside = (start + rows)[:, None] < n
+        a = tl.load(a_ptr + offsets, mask=inside, other=0.0)
+        b = tl.load(b_ptr + offsets, mask=inside, other=0.0)
+        acc += tl.dot(a, tl.trans(b))
+    tl.load(a_ptr + n * BLOCK + rows, mask=rows < 0, other=0.0)   # a load with every lane off: issued, 0 elements
+    tl.store(out_ptr + tl.program_id(0) * BLOCK * BLOCK + rows[:, None] * BLOCK + rows[None, :], acc)
+
+
+def test_loads_stores_and_dots_are_counted_per_call_and_program():
+    a, b = torch.randn(40, 8), torch.randn(40, 8)
+    out = torch.zeros(3, 8, 8)
+    with tb.count_traffic() as traffic:   # cdiv(40, 8) = 5 blocks; program i stops at block 1 + i
+        tb.launch(block_dot_kernel, (3,), a, b, out, 40, 1, BLOCK=8)
+    assert [traffic.dots((i,)) for i in range(3)] == [1, 2, 3] and traffic.dots() == 6
+    assert traffic.loads(a) == 6 + 3 and traffic.loads(b) == 6   # one all-masked load of a per program
+    assert traffic.elements_read(a) == traffic.elements_read(b) == 6 * 64
+    assert traffic.stores(out) == 3 and traffic.stores() == 3 and traffic.loads() == 15
+    assert traffic.dots((5, 0)) == 0
+    with tb.count_traffic() as traffic:
+        tb.launch(block_dot_kernel, (3,), a, b, out, 40, 9, BLOCK=8)   # no block skipped
+    assert traffic.dots() == 15 and traffic.loads(b) == 15
+    with tb.count_traffic() as traffic:
+        tb.launch(row_sum_kernel, (3,), torch.ones(3, 100), torch.zeros(3), 100, BLOCK=128)
+    assert traffic.dots() == 0 and traffic.loads() == 3 and traffic.stores() == 3
+
+
 def test_draw_matmul_tiles():
     import matplotlib
 

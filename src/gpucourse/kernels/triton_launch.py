@@ -11,9 +11,9 @@ through :mod:`~gpucourse.kernels.triton_backend`).
   lanes of every load without ``other=`` with NaN (integers: a large garbage value), as a GPU may: the interpreter
   fills them with zeros, but on a GPU their value is undefined.
 
-The counter wraps two internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
-``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9) for the duration of one
-launch, in :func:`_instrumented` only; it reads the pointer and the mask, the first two or three positional
+The counter wraps internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
+``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9, and ``create_dot``) for the
+duration of one launch, in :func:`_instrumented` only; it reads the pointer and the mask, the first two or three positional
 arguments, whose order both versions share. For the same launch it also backports one upstream interpreter fix to
 triton 3.6 (:func:`_squeezed_index`).
 """
@@ -158,6 +158,14 @@ class _Spans:
         import numpy as np
 
         addresses = np.asarray(pointers.data).astype(np.uint64).ravel()
+        if addresses.size:   # one load or store call, on the tensor its first lane points into (masked or not)
+            first = int(np.searchsorted(self.starts, addresses[:1], side="right")[0]) - 1
+            if first >= 0:
+                entry = self.record.tensors[self.names[first]]
+                if write:
+                    entry.stores += 1
+                else:
+                    entry.loads += 1
         if mask is not None:
             addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), pointers.data.shape).ravel()]
         if addresses.size == 0:
@@ -248,7 +256,7 @@ def _instrumented(spans: _Spans, poison: bool = False) -> Iterator[None]:
 
     builder = _builder_class()
     originals = {name: builder.__dict__[name] for name in ("create_masked_load", "create_masked_store",
-                                                            "create_atomic_rmw", "create_atomic_cas")}
+                                                            "create_atomic_rmw", "create_atomic_cas", "create_dot")}
     original_call = JITFunction.__dict__["__call__"]
 
     def masked_load(self, ptrs, mask, *args, **kwargs):
@@ -273,6 +281,12 @@ def _instrumented(spans: _Spans, poison: bool = False) -> Iterator[None]:
         spans.account(ptr, None, write=True)
         return originals["create_atomic_cas"](self, ptr, *args, **kwargs)
 
+    def dot(self, *args, **kwargs):
+        spans.record.dots += 1
+        program = _current_program()
+        spans.record.program_dots[program] = spans.record.program_dots.get(program, 0) + 1
+        return originals["create_dot"](self, *args, **kwargs)
+
     def call_jit_function(self, *args, **kwargs):
         # A @triton.jit helper called from the kernel (tl.zeros, tl.max, a learner's own): run it interpreted too.
         scope = interpreter._patch_lang(self.fn)
@@ -282,7 +296,7 @@ def _instrumented(spans: _Spans, poison: bool = False) -> Iterator[None]:
             scope.restore()
 
     replacements = {"create_masked_load": masked_load, "create_masked_store": masked_store,
-                    "create_atomic_rmw": atomic_rmw, "create_atomic_cas": atomic_cas}
+                    "create_atomic_rmw": atomic_rmw, "create_atomic_cas": atomic_cas, "create_dot": dot}
     try:
         for name, function in replacements.items():
             setattr(builder, name, function)

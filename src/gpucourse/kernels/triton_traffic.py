@@ -24,6 +24,8 @@ class TensorTraffic:
     itemsize: int
     elements_read: int = 0
     elements_written: int = 0
+    loads: int = 0   # tl.load calls on this tensor (one per call, however many lanes; a fully masked one counts)
+    stores: int = 0  # tl.store calls on this tensor
     span: tuple[str, int, int] = ("cpu", 0, 0)  # (device, first byte, end byte) of the caller's tensor
 
     @property
@@ -45,6 +47,8 @@ class LaunchRecord:
     grid: tuple[int, int, int]
     tensors: dict[str, TensorTraffic]
     programs: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
+    dots: int = 0  # tl.dot calls, over all programs
+    program_dots: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
     @property
     def num_programs(self) -> int:
@@ -90,6 +94,23 @@ class Traffic:
     def bytes_written(self, of: object = None) -> int:
         """Bytes stored to ``of`` (None: to every tensor) over all launches."""
         return sum(entry.bytes_written for entry in self._entries(of))
+
+    def loads(self, of: object = None) -> int:
+        """``tl.load`` calls that read ``of`` (None: any tensor), one per call however many lanes it reads.
+
+        A load whose mask is all False still counts (it was issued): skipping a block means not loading it."""
+        return sum(entry.loads for entry in self._entries(of))
+
+    def stores(self, of: object = None) -> int:
+        """``tl.store`` calls that wrote ``of`` (None: any tensor), one per call."""
+        return sum(entry.stores for entry in self._entries(of))
+
+    def dots(self, program: tuple[int, ...] | None = None) -> int:
+        """``tl.dot`` calls over all launches, or those of one program id (a tuple such as ``(2, 0)``)."""
+        if program is None:
+            return sum(launch.dots for launch in self.launches)
+        key = tuple(program) + (0,) * (3 - len(program))
+        return sum(launch.program_dots.get(key, 0) for launch in self.launches)
 
     def rows(self) -> tuple[list[str], list[list[object]]]:
         """A header and one row per launch and tensor, for plots.show_table."""

@@ -10,6 +10,9 @@ through :mod:`~gpucourse.kernels.triton_backend`).
   raises :class:`OutOfBounds` before it touches memory. ``count_traffic(poison=True)`` also fills the masked-off
   lanes of every load without ``other=`` with NaN (integers: a large garbage value), as a GPU may: the interpreter
   fills them with zeros, but on a GPU their value is undefined.
+- Before a kernel runs interpreted, Triton's own compiler front end checks it for an sm_80 GPU, and a launch whose
+  tensors live on different devices is refused (:mod:`~gpucourse.kernels.triton_checks`): what the interpreter
+  would run and a GPU would not fails here too.
 
 The counter wraps internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
 ``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9, and ``create_dot``) for the
@@ -26,6 +29,8 @@ import inspect
 import numbers
 from collections.abc import Iterator
 
+from gpucourse.kernels import triton_checks
+from gpucourse.kernels.triton_checks import CompileError, LaunchRefused, MixedDevices
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic, _is_tensor
 
 
@@ -327,7 +332,7 @@ def _arena_copies(tensors: dict[str, object]) -> dict[str, object]:
             offset += guard
             layout[key] = (offset, tensor)
             offset += -(-key[2] // 64) * 64
-    arena = torch.zeros(offset + 4096, dtype=torch.uint8)
+    arena = torch.zeros(offset + 4096, dtype=torch.uint8, device="cpu")   # the CPU whatever the default device
     copies: dict[tuple, object] = {}
     for key, (start, tensor) in layout.items():
         copy = arena[start:start + key[2]].view(tensor.dtype).view(tensor.shape)
@@ -373,7 +378,10 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
 
     ``grid`` is a tuple of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a function
     of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Inside
-    ``count_traffic()`` the launch always runs interpreted and is counted. Lesson: 06_triton.
+    ``count_traffic()`` the launch always runs interpreted and is counted. A launch a GPU would refuse raises
+    :class:`LaunchRefused` on any machine: tensors on different devices (:class:`MixedDevices`), or, before the
+    interpreter runs, a kernel that Triton's compiler refuses for an sm_80 GPU (:class:`CompileError`; see
+    :mod:`~gpucourse.kernels.triton_checks`). Lesson: 06_triton.
     """
     triton = require_triton()
     _check_kernel(kernel)
@@ -382,6 +390,7 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
     jit_function = kernel.fn if isinstance(kernel, triton.runtime.autotuner.Autotuner) else kernel
     names = list(inspect.signature(jit_function.fn).parameters)
     _check_arguments(names, args, constexprs)
+    triton_checks.check_devices(dict(zip(names, args)) | constexprs)   # a GPU reads no CPU tensor
     if runs_compiled(*args, *constexprs.values()):
         kernel[grid](*args, **constexprs)
         return
@@ -390,9 +399,10 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
                          "one of kernel.configs' block sizes instead")
     if callable(grid):
         grid = _check_grid(grid(dict(zip(names, args)) | constexprs))
+    triton_checks.require_compiles(jit_function, dict(zip(names, args)) | constexprs)   # what a GPU compiles
     record = _interpret(jit_function, grid, names, args, constexprs)
     for traffic in _COUNTING:
         traffic.launches.append(record)
 
 
-__all__ = ["OutOfBounds", "count_traffic", "is_power_of_two", "launch", "require_triton", "runs_compiled"]
+__all__ = ["CompileError", "LaunchRefused", "MixedDevices", "OutOfBounds", "count_traffic", "is_power_of_two", "launch", "require_triton", "runs_compiled"]

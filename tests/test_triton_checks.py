@@ -176,3 +176,50 @@ def test_two_real_devices_are_refused_by_name(monkeypatch):
 def test_the_lesson_reaches_the_errors_through_triton_backend():
     for name in ("CompileError", "LaunchRefused", "MixedDevices"):
         assert getattr(tb, name) is getattr(triton_checks, name) is getattr(triton_launch, name)
+
+
+# --------------------------------------------------------------------------- TF32 dots (count_traffic(tf32=True))
+
+@triton.jit
+def one_dot_kernel(a_ptr, b_ptr, c_ptr, PRECISION: tl.constexpr):
+    rows = tl.arange(0, 16)
+    a = tl.load(a_ptr + rows[:, None] * 16 + rows[None, :])
+    b = tl.load(b_ptr + rows[:, None] * 16 + rows[None, :])
+    if PRECISION == "ieee":
+        c = tl.dot(a, b, input_precision="ieee")
+    else:
+        c = tl.dot(a, b)   # the default: "tf32" where the GPU has TF32 Tensor Cores
+    tl.store(c_ptr + rows[:, None] * 16 + rows[None, :], c)
+
+
+def test_to_tf32_keeps_ten_mantissa_bits():
+    import numpy as np
+
+    values = np.array([1.0, 1.0 + 2.0**-10, 1.0 + 2.0**-11, -3.0 - 2.0**-12, np.inf, np.nan], dtype=np.float32)
+    truncated = triton_launch.to_tf32(values)
+    assert truncated[:4].tolist() == [1.0, 1.0 + 2.0**-10, 1.0, -3.0] and np.isinf(truncated[4])
+    assert np.isnan(truncated[5])
+    assert triton_launch.to_tf32(np.array([1.0 + 2.0**-20])).dtype == np.float64   # float64 stays as it is
+
+
+def test_tf32_dots_truncate_float32_operands_only_where_the_precision_is_tf32():
+    a = torch.full((16, 16), 1.0 + 2.0**-12)   # 1 + 2^-12 reads as 1 in TF32
+    b = torch.eye(16)
+    c = torch.empty(16, 16)
+    tb.launch(one_dot_kernel, (1,), a, b, c, PRECISION="tf32")
+    assert torch.equal(c, a)                   # the interpreter alone: float32
+    with tb.count_traffic(tf32=True):
+        tb.launch(one_dot_kernel, (1,), a, b, c, PRECISION="tf32")
+    assert torch.equal(c, torch.ones(16, 16))  # TF32, as on an Ampere or later GPU
+    with tb.count_traffic(tf32=True):
+        tb.launch(one_dot_kernel, (1,), a, b, c, PRECISION="ieee")
+    assert torch.equal(c, a)
+    with tb.count_traffic(tf32=True):
+        tb.launch(one_dot_kernel, (1,), a.half(), b.half(), c, PRECISION="tf32")
+    assert torch.equal(c, a.half().float())    # float16 operands are not TF32's business
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    assert InterpreterBuilder.create_dot.__name__ == "create_dot"   # restored after each launch
+    with pytest.raises(TypeError, match="tf32 must be True or False"):
+        with tb.count_traffic(tf32=1):
+            pass

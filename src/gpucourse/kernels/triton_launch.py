@@ -9,7 +9,8 @@ through :mod:`~gpucourse.kernels.triton_backend`).
   :class:`~gpucourse.kernels.triton_traffic.Traffic`. An access outside every tensor argument (a missing mask)
   raises :class:`OutOfBounds` before it touches memory. ``count_traffic(poison=True)`` also fills the masked-off
   lanes of every load without ``other=`` with NaN (integers: a large garbage value), as a GPU may: the interpreter
-  fills them with zeros, but on a GPU their value is undefined.
+  fills them with zeros, but on a GPU their value is undefined. ``count_traffic(tf32=True)`` makes ``tl.dot`` on
+  float32 tiles read TF32 operands, as it does by default on an NVIDIA GPU from Ampere on.
 - Before a kernel runs interpreted, Triton's own compiler front end checks it for an sm_80 GPU, and a launch whose
   tensors live on different devices is refused (:mod:`~gpucourse.kernels.triton_checks`): what the interpreter
   would run and a GPU would not fails here too.
@@ -103,27 +104,72 @@ def runs_compiled(*args: object) -> bool:
 
 _COUNTING: list[Traffic] = []  # the open count_traffic() blocks, innermost last
 _POISONING: list[Traffic] = []  # the open count_traffic(poison=True) blocks
+_TF32: list[Traffic] = []  # the open count_traffic(tf32=True) blocks
 
 
 @contextlib.contextmanager
-def count_traffic(poison: bool = False) -> Iterator[Traffic]:
+def count_traffic(poison: bool = False, tf32: bool = False) -> Iterator[Traffic]:
     """Within the block, every launch() runs in the interpreter and adds what it read and wrote to the Traffic.
 
     With ``poison=True``, a masked load without ``other=`` reads NaN (integers: garbage) in its masked-off lanes
     instead of the interpreter's zeros: on a GPU those lanes are undefined, so a kernel must not use them.
+    With ``tf32=True``, a ``tl.dot`` of float32 tiles at its default ``input_precision="tf32"`` truncates both
+    operands to TF32's 10 mantissa bits, as an NVIDIA GPU from Ampere on does (:func:`to_tf32`); the interpreter
+    alone multiplies in full float32. ``"ieee"`` and ``"tf32x3"`` dots stay float32.
     """
-    if not isinstance(poison, bool):
-        raise TypeError(f"poison must be True or False, got {type(poison).__name__} ({poison!r})")
+    for name, value in (("poison", poison), ("tf32", tf32)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
     traffic = Traffic()
     _COUNTING.append(traffic)
     if poison:
         _POISONING.append(traffic)
+    if tf32:
+        _TF32.append(traffic)
     try:
         yield traffic
     finally:
         _COUNTING.remove(traffic)
         if poison:
             _POISONING.remove(traffic)
+        if tf32:
+            _TF32.remove(traffic)
+
+
+def to_tf32(values: object) -> object:
+    """float32 ``values`` (a numpy array) truncated to TF32: the low 13 of float32's 23 mantissa bits set to 0, as
+    a Tensor Core reads them (relative error below 2**-10; infinities and NaNs stay what they are). Other dtypes
+    are returned unchanged."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if values.dtype != np.float32:
+        return values
+    return (np.ascontiguousarray(values).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@contextlib.contextmanager
+def _tf32_dots(active: bool) -> Iterator[None]:
+    """For one launch, make the interpreter's ``create_dot`` read float32 operands as TF32 when the dot's precision
+    is TF32 (triton's default); restore it in finally. Installed outside :func:`_instrumented`, which wraps it."""
+    if not active:
+        yield
+        return
+    import re
+
+    builder = _builder_class()
+    original = builder.__dict__["create_dot"]
+
+    def dot(self, a, b, d, input_precision, *args, **kwargs):
+        if re.search(r"TF32(?![xX0-9])", repr(input_precision)):   # TF32, not TF32x3 (three TF32 products)
+            a, b = (type(operand)(to_tf32(operand.data), operand.dtype) for operand in (a, b))
+        return original(self, a, b, d, input_precision, *args, **kwargs)
+
+    builder.create_dot = dot
+    try:
+        yield
+    finally:
+        builder.create_dot = original
 
 
 def _poisoned(loaded: object, mask: object) -> object:
@@ -359,7 +405,7 @@ def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, con
         for name, tensor in originals.items()})
     spans = _Spans(record, copies)
     try:
-        with _instrumented(spans, poison=bool(_POISONING)):
+        with _tf32_dots(bool(_TF32)), _instrumented(spans, poison=bool(_POISONING)):
             InterpretedFunction(kernel.fn)[grid](**host)
     except InterpreterError as error:
         cause = error.__cause__
@@ -405,4 +451,5 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
         traffic.launches.append(record)
 
 
-__all__ = ["CompileError", "LaunchRefused", "MixedDevices", "OutOfBounds", "count_traffic", "is_power_of_two", "launch", "require_triton", "runs_compiled"]
+__all__ = ["CompileError", "LaunchRefused", "MixedDevices", "OutOfBounds", "count_traffic", "is_power_of_two",
+           "launch", "require_triton", "runs_compiled", "to_tf32"]

@@ -172,8 +172,8 @@ def _hint(message: str) -> str:
                 "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), what tl.dot returns, not 0.0 or float16 (the "
                 "interpreter, running numpy, let it change)")
     if "Input shapes should have" in message:
-        return ("tl.dot needs tiles of at least 16 along M and N and, along K, 8 for float32 (16 for 16-bit types; "
-                "16 for both in older triton): use larger blocks")
+        return ("tl.dot needs tiles at least as large as the message says: along K, 8 for float32 and 16 for "
+                "16-bit types (16 for both in older triton, such as 3.6); use a larger BLOCK_K")
     if "constexpr" in message:
         return ("tl.arange's bounds and block shapes must be compile-time constants: declare the argument "
                 "BLOCK: tl.constexpr and pass a power of two")

@@ -5,7 +5,9 @@ course's own kernel where one computes the answer, blocked by off_limits; in Exe
 rms_norm, which launches no kernel), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: masked loads without other= (zeros in the
 interpreter, undefined on a GPU: the tests poison them), a flat result, float32 returned for float16 or float64
-inputs, statistics in float16, a row read twice, masked softmax lanes loaded as 0, a K slice unmasked.
+inputs, statistics in float16, a row read twice, masked softmax lanes loaded as 0, a K slice unmasked; and what only
+a GPU refuses: outputs made without device= (the tests make the default device meta), accumulators whose type
+changes in the loop (Triton's compiler front end refuses them), a matmul without tl.dot.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -107,18 +109,20 @@ _EX3_GOOD_LAUNCHER = _EX3_LAUNCHER_HEAD + '''\
 
 def _ex3_kernel(loop: str = "for k0 in range(0, K, BLOCK_K):", start: str = "k0",
                 a_mask: str = "(rows[:, None] < M) & (k[None, :] < K)",
-                b_mask: str = "(k[:, None] < K) & (cols[None, :] < N)", other: str = ", other=0.0") -> str:
-    """The model matmul kernel with another K loop, other load masks or another fill for masked lanes."""
+                b_mask: str = "(k[:, None] < K) & (cols[None, :] < N)", other: str = ", other=0.0",
+                acc: str = "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", product: str = "tl.dot(a, b)") -> str:
+    """The model matmul kernel with another K loop, other load masks, another fill for masked lanes, another
+    accumulator or another product of two tiles."""
     return _EX3_KERNEL_HEAD + f'''\
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = {acc}
     {loop}
         k = {start} + ks
         a = tl.load(a_ptr + rows[:, None] * K + k[None, :], mask={a_mask}{other})
         b = tl.load(b_ptr + k[:, None] * N + cols[None, :], mask={b_mask}{other})
-        acc += tl.dot(a, b)
+        acc += {product}
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
 '''
 
@@ -153,6 +157,13 @@ WRONG = {
         # The output always float32: right values, wrong dtype for float16 and float64 inputs.
         "float32_out": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+''',
+        # The output made without device=: on the CPU whatever x's device (on a GPU the launch fails).
+        "no_device": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty(x.shape, dtype=x.dtype)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out
@@ -241,6 +252,13 @@ WRONG = {
     tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
     return y
 ''',
+        # The output made without device=: on the CPU whatever x's device (on a GPU the launch fails).
+        "no_device": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty(x.shape, dtype=x.dtype)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+''',
         # A flat output: the right numbers, the wrong shape.
         "flat": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
     y = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
@@ -280,6 +298,21 @@ WRONG = {
         "no_other": _ex3_kernel(other="") + _EX3_GOOD_LAUNCHER,
         # No mask along K: the last slice reads past the end of each row of A and of B.
         "no_k_mask": _ex3_kernel(a_mask="rows[:, None] < M", b_mask="cols[None, :] < N") + _EX3_GOOD_LAUNCHER,
+        # The numpy habit, a scalar accumulator: the interpreter runs it; Triton's compiler refuses a loop-carried
+        # variable whose type changes (fp32 scalar, then a BLOCK_M x BLOCK_N tile).
+        "acc_scalar": _ex3_kernel(acc="0.0") + _EX3_GOOD_LAUNCHER,
+        # A float16 accumulator "to save registers": tl.dot returns float32, the compiler refuses the change.
+        "acc_float16": _ex3_kernel(acc="tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)") + _EX3_GOOD_LAUNCHER,
+        # No tl.dot: the same values and traffic from a broadcast product, without Tensor Cores.
+        "no_tl_dot": _ex3_kernel(product="tl.sum(a[:, :, None] * b[None, :, :], axis=1)") + _EX3_GOOD_LAUNCHER,
+        # c made without device=: a CPU tensor when a is on a GPU, where the launch fails.
+        "no_device": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty((M, N))
+    tb.launch(matmul_kernel_tiled, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c, M, N, K,
+              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+''',
         # torch computes c: no launch at all.
         "torch_matmul": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
     return a @ b
@@ -287,7 +320,7 @@ WRONG = {
         # Rows and columns swapped in the grid: program (i, j) computes the wrong tile for non-square c.
         "grid_swapped": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
     (M, K), N = a.shape, b.shape[1]
-    c = torch.zeros((M, N), dtype=torch.float32)
+    c = torch.zeros((M, N), dtype=torch.float32, device=a.device)
     tb.launch(matmul_kernel_tiled, (triton.cdiv(N, block_n), triton.cdiv(M, block_m)), a, b, c, M, N, K,
               BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     return c

@@ -2,7 +2,8 @@
 
 - :func:`triton_modules` hands the lesson triton, triton.language and the course's own kernels
   (:mod:`~gpucourse.kernels.triton_kernels`), or stand-ins that say in one sentence why Triton cannot run here.
-- :func:`launch`, :func:`count_traffic`, :class:`OutOfBounds` and :func:`require_triton` live in
+- :func:`launch`, :func:`count_traffic`, :class:`OutOfBounds`, :func:`require_triton` and what a launch that a
+  GPU would refuse raises (:class:`LaunchRefused`: :class:`CompileError`, :class:`MixedDevices`) live in
   :mod:`~gpucourse.kernels.triton_launch` (below the course's kernels, which launch through it) and are re-exported
   here, where the lesson calls them; the traffic records (:class:`Traffic`, ...) come from
   :mod:`~gpucourse.kernels.triton_traffic`.
@@ -12,7 +13,8 @@
 
 from __future__ import annotations
 
-from gpucourse.kernels.triton_launch import OutOfBounds, count_traffic, launch, require_triton
+from gpucourse.kernels.triton_launch import (CompileError, LaunchRefused, MixedDevices, OutOfBounds, count_traffic,
+                                             launch, require_triton)
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic
 
 
@@ -106,6 +108,6 @@ def draw_matmul_tiles(M: int, N: int, K: int, block_m: int, block_n: int, block_
     return axes
 
 
-__all__ = ["LaunchRecord", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode",
+__all__ = ["CompileError", "LaunchRecord", "LaunchRefused", "MixedDevices", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode",
            "draw_matmul_tiles", "launch",
            "launches_compiled", "require_triton", "triton_modules"]

@@ -9,7 +9,11 @@ through :mod:`~gpucourse.kernels.triton_backend`).
   :class:`~gpucourse.kernels.triton_traffic.Traffic`. An access outside every tensor argument (a missing mask)
   raises :class:`OutOfBounds` before it touches memory. ``count_traffic(poison=True)`` also fills the masked-off
   lanes of every load without ``other=`` with NaN (integers: a large garbage value), as a GPU may: the interpreter
-  fills them with zeros, but on a GPU their value is undefined.
+  fills them with zeros, but on a GPU their value is undefined. ``count_traffic(tf32=True)`` makes ``tl.dot`` on
+  float32 tiles read TF32 operands, as it does by default on an NVIDIA GPU from Ampere on.
+- Before a kernel runs interpreted, Triton's own compiler front end checks it for an sm_80 GPU, and a launch whose
+  tensors live on different devices is refused (:mod:`~gpucourse.kernels.triton_checks`): what the interpreter
+  would run and a GPU would not fails here too.
 
 The counter wraps internal methods of the interpreter (``InterpreterBuilder.create_masked_load`` and
 ``create_masked_store``, through which every load and store goes in triton 3.6 and 3.9, and ``create_dot``) for the
@@ -26,6 +30,8 @@ import inspect
 import numbers
 from collections.abc import Iterator
 
+from gpucourse.kernels import triton_checks
+from gpucourse.kernels.triton_checks import CompileError, LaunchRefused, MixedDevices
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic, _is_tensor
 
 
@@ -98,27 +104,72 @@ def runs_compiled(*args: object) -> bool:
 
 _COUNTING: list[Traffic] = []  # the open count_traffic() blocks, innermost last
 _POISONING: list[Traffic] = []  # the open count_traffic(poison=True) blocks
+_TF32: list[Traffic] = []  # the open count_traffic(tf32=True) blocks
 
 
 @contextlib.contextmanager
-def count_traffic(poison: bool = False) -> Iterator[Traffic]:
+def count_traffic(poison: bool = False, tf32: bool = False) -> Iterator[Traffic]:
     """Within the block, every launch() runs in the interpreter and adds what it read and wrote to the Traffic.
 
     With ``poison=True``, a masked load without ``other=`` reads NaN (integers: garbage) in its masked-off lanes
     instead of the interpreter's zeros: on a GPU those lanes are undefined, so a kernel must not use them.
+    With ``tf32=True``, a ``tl.dot`` of float32 tiles at its default ``input_precision="tf32"`` truncates both
+    operands to TF32's 10 mantissa bits, as an NVIDIA GPU from Ampere on does (:func:`to_tf32`); the interpreter
+    alone multiplies in full float32. ``"ieee"`` and ``"tf32x3"`` dots stay float32.
     """
-    if not isinstance(poison, bool):
-        raise TypeError(f"poison must be True or False, got {type(poison).__name__} ({poison!r})")
+    for name, value in (("poison", poison), ("tf32", tf32)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
     traffic = Traffic()
     _COUNTING.append(traffic)
     if poison:
         _POISONING.append(traffic)
+    if tf32:
+        _TF32.append(traffic)
     try:
         yield traffic
     finally:
         _COUNTING.remove(traffic)
         if poison:
             _POISONING.remove(traffic)
+        if tf32:
+            _TF32.remove(traffic)
+
+
+def to_tf32(values: object) -> object:
+    """float32 ``values`` (a numpy array) truncated to TF32: the low 13 of float32's 23 mantissa bits set to 0, as
+    a Tensor Core reads them (relative error below 2**-10; infinities and NaNs stay what they are). Other dtypes
+    are returned unchanged."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if values.dtype != np.float32:
+        return values
+    return (np.ascontiguousarray(values).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@contextlib.contextmanager
+def _tf32_dots(active: bool) -> Iterator[None]:
+    """For one launch, make the interpreter's ``create_dot`` read float32 operands as TF32 when the dot's precision
+    is TF32 (triton's default); restore it in finally. Installed outside :func:`_instrumented`, which wraps it."""
+    if not active:
+        yield
+        return
+    import re
+
+    builder = _builder_class()
+    original = builder.__dict__["create_dot"]
+
+    def dot(self, a, b, d, input_precision, *args, **kwargs):
+        if re.search(r"TF32(?![xX0-9])", repr(input_precision)):   # TF32, not TF32x3 (three TF32 products)
+            a, b = (type(operand)(to_tf32(operand.data), operand.dtype) for operand in (a, b))
+        return original(self, a, b, d, input_precision, *args, **kwargs)
+
+    builder.create_dot = dot
+    try:
+        yield
+    finally:
+        builder.create_dot = original
 
 
 def _poisoned(loaded: object, mask: object) -> object:
@@ -327,7 +378,7 @@ def _arena_copies(tensors: dict[str, object]) -> dict[str, object]:
             offset += guard
             layout[key] = (offset, tensor)
             offset += -(-key[2] // 64) * 64
-    arena = torch.zeros(offset + 4096, dtype=torch.uint8)
+    arena = torch.zeros(offset + 4096, dtype=torch.uint8, device="cpu")   # the CPU whatever the default device
     copies: dict[tuple, object] = {}
     for key, (start, tensor) in layout.items():
         copy = arena[start:start + key[2]].view(tensor.dtype).view(tensor.shape)
@@ -354,7 +405,7 @@ def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, con
         for name, tensor in originals.items()})
     spans = _Spans(record, copies)
     try:
-        with _instrumented(spans, poison=bool(_POISONING)):
+        with _tf32_dots(bool(_TF32)), _instrumented(spans, poison=bool(_POISONING)):
             InterpretedFunction(kernel.fn)[grid](**host)
     except InterpreterError as error:
         cause = error.__cause__
@@ -373,7 +424,10 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
 
     ``grid`` is a tuple of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a function
     of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Inside
-    ``count_traffic()`` the launch always runs interpreted and is counted. Lesson: 06_triton.
+    ``count_traffic()`` the launch always runs interpreted and is counted. A launch a GPU would refuse raises
+    :class:`LaunchRefused` on any machine: tensors on different devices (:class:`MixedDevices`), or, before the
+    interpreter runs, a kernel that Triton's compiler refuses for an sm_80 GPU (:class:`CompileError`; see
+    :mod:`~gpucourse.kernels.triton_checks`). Lesson: 06_triton.
     """
     triton = require_triton()
     _check_kernel(kernel)
@@ -382,6 +436,7 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
     jit_function = kernel.fn if isinstance(kernel, triton.runtime.autotuner.Autotuner) else kernel
     names = list(inspect.signature(jit_function.fn).parameters)
     _check_arguments(names, args, constexprs)
+    triton_checks.check_devices(dict(zip(names, args)) | constexprs)   # a GPU reads no CPU tensor
     if runs_compiled(*args, *constexprs.values()):
         kernel[grid](*args, **constexprs)
         return
@@ -390,9 +445,11 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
                          "one of kernel.configs' block sizes instead")
     if callable(grid):
         grid = _check_grid(grid(dict(zip(names, args)) | constexprs))
+    triton_checks.require_compiles(jit_function, dict(zip(names, args)) | constexprs)   # what a GPU compiles
     record = _interpret(jit_function, grid, names, args, constexprs)
     for traffic in _COUNTING:
         traffic.launches.append(record)
 
 
-__all__ = ["OutOfBounds", "count_traffic", "is_power_of_two", "launch", "require_triton", "runs_compiled"]
+__all__ = ["CompileError", "LaunchRefused", "MixedDevices", "OutOfBounds", "count_traffic", "is_power_of_two",
+           "launch", "require_triton", "runs_compiled", "to_tf32"]

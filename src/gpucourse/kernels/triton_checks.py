@@ -1,0 +1,193 @@
+"""What a GPU would refuse in a Triton launch that the interpreter runs anyway (lessons 06_triton and 11_attention).
+
+The interpreter runs a kernel's Python with numpy, one program after another, so it accepts code that a GPU never
+runs. :func:`~gpucourse.kernels.triton_launch.launch` asks two questions here before it interprets a kernel:
+
+- :func:`front_end`: does Triton's real compiler accept the kernel? It runs the compiler's first stage (the
+  kernel's Python to Triton IR, where types, shapes, constexprs and ``tl.dot``'s minimum sizes are checked) for an
+  NVIDIA sm_80 (A100) target: no GPU and no CUDA needed, a few milliseconds per kernel, cached per kernel source,
+  argument types and constexpr values. A refusal raises :class:`CompileError`, as ``kernel[grid](...)`` raises
+  triton's ``CompilationError`` on a GPU. Typical catch: a loop-carried accumulator whose type changes
+  (``acc = 0.0``, then ``acc += tl.dot(a, b)``), which numpy allows and the compiler does not. Where this triton
+  lacks the NVIDIA front end or its API differs (:func:`front_end` says ``"not checked"``), nothing is refused.
+- :func:`check_devices`: do all its tensors live on one device? A GPU cannot read a CPU tensor (triton's launcher:
+  "Pointer argument cannot be accessed from Triton (cpu tensor?)"); the interpreter copies every tensor to the CPU
+  and would not notice. Mixed devices, or a tensor on the ``meta`` device, raise :class:`MixedDevices`. Graders run
+  a learner's function under ``with torch.device("meta"):`` so that an output made without ``device=`` lands there.
+
+Both errors are :class:`LaunchRefused`, whose message ends with a hint.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+TARGET = ("cuda", 80, 32)  # backend, compute capability, warp size: an A100, the oldest GPU with TF32 and bf16
+TARGET_NAME = "an NVIDIA sm_80 GPU (A100)"
+
+
+class LaunchRefused(RuntimeError):
+    """A launch that a GPU would refuse (and the interpreter would have run): the message says why, then a hint."""
+
+
+class CompileError(LaunchRefused):
+    """Triton's compiler (its front end, for an sm_80 target) refuses the kernel."""
+
+
+class MixedDevices(LaunchRefused, ValueError):
+    """A launch whose tensors live on different devices, or on the meta device (no memory at all)."""
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """The compiler's verdict on one kernel with one signature: ``status`` is "accepted", "refused" or
+    "not checked" (no NVIDIA front end in this triton); ``message`` is the compiler's error or the reason."""
+
+    status: str
+    message: str = ""
+
+    @property
+    def refused(self) -> bool:
+        """True if the compiler refused the kernel."""
+        return self.status == "refused"
+
+
+# --------------------------------------------------------------------------- devices
+
+def check_devices(bound: dict[str, object]) -> None:
+    """Raise :class:`MixedDevices` unless every tensor in ``bound`` (argument name -> value) is on one real device."""
+    devices: dict[str, list[str]] = {}
+    for name, value in bound.items():
+        device = getattr(value, "device", None)
+        if device is not None and hasattr(value, "data_ptr"):
+            devices.setdefault(str(device), []).append(name)
+    if "meta" in devices and len(devices) > 1:
+        real = next(device for device in devices if device != "meta")
+        raise MixedDevices(
+            f"{', '.join(devices['meta'])} on the default device, {', '.join(devices[real])} on {real}: a kernel "
+            f"reads all its tensors on one device. Allocate outputs on the inputs' device: torch.empty_like(x), or "
+            f"torch.empty(shape, dtype=..., device=x.device). Without device= a tensor lands on the default device "
+            f"(the CPU), and with inputs on a GPU the launch fails: \"Pointer argument cannot be accessed from "
+            f"Triton (cpu tensor?)\".")
+    if "meta" in devices:
+        raise MixedDevices(f"{', '.join(devices['meta'])} on the meta device, which holds no data: pass tensors "
+                           "with memory (on the CPU or a GPU)")
+    if len(devices) > 1:
+        where = "; ".join(f"{', '.join(names)} on {device}" for device, names in devices.items())
+        raise MixedDevices(f"tensors on different devices ({where}): a kernel reads all its tensors on one device; "
+                           "a GPU cannot read a CPU tensor (\"Pointer argument cannot be accessed from Triton (cpu "
+                           "tensor?)\"). Allocate outputs with torch.empty_like(x) or device=x.device.")
+
+
+# --------------------------------------------------------------------------- the compiler's front end
+
+@functools.lru_cache(maxsize=1)
+def _backend() -> tuple:
+    """(GPUTarget, CUDABackend, options, ASTSource, ir, CompilationError) for sm_80; raises where unavailable."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+    from triton.compiler.errors import CompilationError
+
+    from triton._C.libtriton import ir
+
+    target = GPUTarget(*TARGET)
+    backend = CUDABackend(target)
+    options = backend.parse_options({"enable_fp_fusion": True})  # as the default; stated, so triton 3.9 is silent
+    return target, backend, options, ASTSource, ir, CompilationError
+
+
+def _signature(kernel: object, bound: dict[str, object]) -> tuple[dict[str, str], dict[str, object]] | None:
+    """Triton's signature ({name: "*fp32", "i32", ..., "constexpr"}) and constexprs of a launch; None if an
+    argument is missing (the interpreter then says which)."""
+    from triton.runtime.jit import mangle_type
+
+    signature, constexprs = {}, {}
+    for param in kernel.params:
+        if param.name in bound:
+            value = bound[param.name]
+        elif param.has_default:
+            value = param.default
+        else:
+            return None
+        if param.is_constexpr:
+            signature[param.name], constexprs[param.name] = "constexpr", value
+        else:
+            signature[param.name] = mangle_type(value)
+    return signature, constexprs
+
+
+_VERDICTS: dict[tuple, FrontEnd] = {}
+
+
+def front_end(kernel: object, bound: dict[str, object]) -> FrontEnd:
+    """Run Triton's compiler front end on ``kernel`` (a @triton.jit function) for an sm_80 target, with the types
+    of ``bound`` (argument name -> value, constexprs included): "accepted", "refused" (with the compiler's error)
+    or "not checked" (this triton has no NVIDIA front end, or one whose API the course does not know)."""
+    try:
+        target, backend, options, ast_source, ir, compilation_error = _backend()
+        described = _signature(kernel, bound)
+    except Exception as error:  # no NVIDIA backend, or another API: say so, refuse nothing
+        return FrontEnd("not checked", f"{type(error).__name__}: {error}")
+    if described is None:
+        return FrontEnd("not checked", "an argument is missing")
+    signature, constexprs = described
+    try:
+        key = (kernel.cache_key, tuple(signature.items()), tuple((name, repr(value))
+                                                                  for name, value in constexprs.items()))
+    except Exception:  # a source or global the cache key cannot describe: compile without caching
+        key = None
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    try:
+        source = ast_source(fn=kernel, signature=signature, constexprs=constexprs)
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = source.make_ir(target, options, backend.get_codegen_implementation(options),
+                                backend.get_module_map(), context)
+        del module, context
+        verdict = FrontEnd("accepted")
+    except compilation_error as error:
+        verdict = FrontEnd("refused", _compiler_message(error))
+    except Exception as error:  # the course's call no longer fits this triton: not the learner's fault
+        verdict = FrontEnd("not checked", f"{type(error).__name__}: {error}")
+    if key is not None:
+        _VERDICTS[key] = verdict
+    return verdict
+
+
+def _compiler_message(error: BaseException) -> str:
+    """The compiler's error as it prints it (the source lines, a caret, the reason), without empty lines."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return "\n".join(lines[-8:])
+
+
+def _hint(message: str) -> str:
+    """What usually causes the compiler's ``message`` (its last line, the reason), in one sentence."""
+    message = message.splitlines()[-1] if message else ""
+    if "Loop-carried variable" in message:
+        return ("a variable updated in a loop must keep one type and shape on a GPU: start an accumulator as "
+                "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), what tl.dot returns, not 0.0 or float16 (the "
+                "interpreter, running numpy, let it change)")
+    if "Input shapes should have" in message:
+        return ("tl.dot needs tiles at least as large as the message says: along K, 8 for float32 and 16 for "
+                "16-bit types (16 for both in older triton, such as 3.6); use a larger BLOCK_K")
+    if "constexpr" in message:
+        return ("tl.arange's bounds and block shapes must be compile-time constants: declare the argument "
+                "BLOCK: tl.constexpr and pass a power of two")
+    return "fix the line the caret (^) points at: the interpreter ran it, a GPU's compiler does not"
+
+
+def require_compiles(kernel: object, bound: dict[str, object]) -> FrontEnd:
+    """Raise :class:`CompileError` if Triton's front end refuses ``kernel`` with these arguments; else its verdict."""
+    verdict = front_end(kernel, bound)
+    if verdict.refused:
+        raise CompileError(f"Triton's compiler refuses {kernel.fn.__name__} for {TARGET_NAME} (the interpreter "
+                           f"would have run it):\n{verdict.message}\nHint: {_hint(verdict.message)}")
+    return verdict
+
+
+__all__ = ["CompileError", "FrontEnd", "LaunchRefused", "MixedDevices", "TARGET", "check_devices", "front_end",
+           "require_compiles"]

@@ -430,18 +430,6 @@ def test_train_epoch_matches_a_plain_loop_without_synchronising() -> None:
         placement.train_epoch(net, [], torch.optim.SGD(net.parameters(), lr=0.1), "cpu")
 
 
-def test_choose_gpu_takes_the_freest_gpu_that_fits() -> None:
-    gib = 2**30
-    gpus = [(3 * gib, 16 * gib), (14 * gib, 16 * gib), (14 * gib, 80 * gib)]
-    pick = lambda need, gpus=gpus: str(placement.choose_gpu(need, lambda: len(gpus), lambda i: gpus[i]))  # noqa: E731
-    assert pick(8 * gib) == "cuda:1"          # the tie with cuda:2 goes to the lower index
-    assert pick(14 * gib) == "cuda:1"         # exactly enough fits
-    assert pick(15 * gib) == "cpu"
-    assert pick(1, []) == "cpu"
-    with pytest.raises(ValueError, match="need_bytes"):
-        placement.choose_gpu(-1, lambda: 0, lambda i: (0, 0))
-
-
 def test_triton_loads_before_tensorflow_so_torch_compile_still_works_after_it(tmp_path):
     """A process that imports TensorFlow through the course, then torch._dynamo (which loads triton), must not abort
     (both bundle LLVM; TensorFlow first, then triton, aborts with 'LLVM ERROR: inconsistency in registered

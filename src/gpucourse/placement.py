@@ -509,28 +509,6 @@ def train_epoch(model: object, batches: object, optimizer: object, device: objec
     return total / count
 
 
-# --------------------------------------------------------------------------- choosing among several GPUs
-
-def choose_gpu(need_bytes: int, device_count: object = None, mem_get_info: object = None) -> object:
-    """The visible GPU with the most free memory among those with at least ``need_bytes`` free, else the CPU.
-
-    ``device_count()`` and ``mem_get_info(index) -> (free, total)`` default to ``torch.cuda``'s; a test passes fakes.
-    Ties go to the lowest index. Free memory is what the driver reports, so other processes' memory counts.
-    Taught in lesson 08_placement.
-    """
-    import torch
-
-    need_bytes = non_negative_int("need_bytes", need_bytes)
-    device_count = torch.cuda.device_count if device_count is None else device_count
-    mem_get_info = torch.cuda.mem_get_info if mem_get_info is None else mem_get_info
-    best, best_free = None, -1
-    for index in range(device_count()):
-        free, _total = mem_get_info(index)
-        if free >= need_bytes and free > best_free:
-            best, best_free = index, free
-    return torch.device("cpu") if best is None else torch.device("cuda", best)
-
-
-__all__ = ["PCIE_SPECS", "SYNC_OPS", "HostSyncs", "TensorFlowSetup", "TransferMeasurement", "choose_gpu",
+__all__ = ["PCIE_SPECS", "SYNC_OPS", "HostSyncs", "TensorFlowSetup", "TransferMeasurement",
            "configure_tensorflow", "count_host_syncs", "is_pinned", "pin", "keras_weights", "measure_transfer_bandwidth", "move_batch",
            "short_tf_device", "tf_device_name", "tf_placement_log", "train_epoch", "transfer_seconds"]

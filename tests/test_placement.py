@@ -18,6 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from notebook_utils import failure_of_test_cell, right_answers  # noqa: E402
+
 from gpucourse import placement  # noqa: E402
 from gpucourse.placement import (PCIE_SPECS, TensorFlowSetup, TransferMeasurement,  # noqa: E402
                                  configure_tensorflow, measure_transfer_bandwidth, tf_device_name, tf_placement_log)
@@ -428,6 +430,14 @@ def test_train_epoch_matches_a_plain_loop_without_synchronising() -> None:
     assert placement.train_epoch(meta, batches, torch.optim.SGD(meta.parameters(), lr=0.1), "meta").device.type == "meta"
     with pytest.raises(ValueError, match="batches"):
         placement.train_epoch(net, [], torch.optim.SGD(net.parameters(), lr=0.1), "cpu")
+
+
+@pytest.mark.skipif(not HAS_TF, reason="the lesson's imports cell imports TensorFlow")
+@pytest.mark.parametrize("grade_id, name, source", right_answers("08_placement"),
+                         ids=[f"{g}-{n}" for g, n, _ in right_answers("08_placement")])
+def test_lesson_08_correct_alternatives_pass(grade_id: str, name: str, source: str) -> None:
+    """Correct answers other than the model answer pass lesson 08's tests, visible and hidden."""
+    assert failure_of_test_cell("08_placement", grade_id, source) is None, f"{name} failed {grade_id}"
 
 
 def test_triton_loads_before_tensorflow_so_torch_compile_still_works_after_it(tmp_path):

@@ -279,3 +279,58 @@ def train_step(model, optimizer, batch: dict, class_weights: list, device):
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
+
+RIGHT: dict[str, dict[str, str]] = {
+    # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
+    # run by tests/test_placement.py.
+    "ex2-solution": {
+        # The priors as a frozen parameter, tensors made with new_tensor/new_ones from the data, non_blocking copies,
+        # the mask from torch.arange on lengths' device and a boolean mask summed with where().
+        "frozen_parameter": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.log_prior = nn.Parameter(torch.tensor(class_priors).log(), requires_grad=False)
+
+    def forward(self, x, lengths):
+        real = torch.arange(x.shape[1], device=lengths.device)[None, :] < lengths[:, None]
+        pooled = torch.where(real[:, :, None], x, x.new_zeros(())).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, class_weights: list, device):
+    x = batch["x"].to(device, non_blocking=True)
+    lengths = batch["lengths"].to(device, non_blocking=True)
+    labels = batch["labels"].to(device, non_blocking=True)
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels, weight=logits.new_tensor(class_weights))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), logits.argmax(dim=1).eq(labels).sum()
+""",
+        # A non-persistent buffer, the batch moved with one comprehension, the count as a float sum of matches.
+        "non_persistent_buffer": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)), persistent=False)
+
+    def forward(self, x, lengths):
+        mask = torch.arange(x.shape[1], device=x.device).expand(len(x), -1) < lengths.unsqueeze(1)
+        return self.head((x * mask.unsqueeze(2)).sum(1) / lengths.unsqueeze(1)) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, class_weights: list, device):
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights, device=device))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(1) == labels).sum()
+""",
+    },
+}

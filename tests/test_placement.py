@@ -474,6 +474,18 @@ def test_count_host_syncs_sees_blocking_copies_to_a_device_and_pin_marks_pinned_
         x.to("cpu")
         x.to(torch.float64)
     assert syncs.count == 0, str(syncs)
+    with placement.count_host_syncs() as syncs:
+        torch.tensor([1.0, 2.0], device="meta")            # built on the host, then copied with non_blocking=False
+        torch.as_tensor([1.0], device=torch.device("meta"))
+        torch.asarray([1, 2], device="meta")
+    assert [what.split()[0] for what, _ in syncs.events] == ["torch.tensor", "torch.as_tensor", "torch.asarray"]
+    assert all(what.endswith("(blocking host-to-device copy)") for what, _ in syncs.events)
+    with placement.count_host_syncs() as syncs:
+        torch.tensor([1.0, 2.0])                           # on the host: no copy
+        torch.tensor(2.0, device="cpu")
+        torch.arange(3, device="meta")                     # computed on the device: no copy
+        torch.zeros(2, device="meta")
+    assert syncs.count == 0, str(syncs)
     with pytest.raises(TypeError, match="tensor"):
         placement.pin([1.0])
     with pytest.raises(ValueError, match="tensor"):

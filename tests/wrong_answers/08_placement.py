@@ -26,7 +26,7 @@ class SequenceClassifier(nn.Module):
 
 '''
 _EX2 = _GOOD_MODEL + '''\
-def train_step(model, optimizer, batch: dict, class_weights: list, device):
+def train_step(model, optimizer, batch: dict, device):
 '''
 _EX3 = '''\
 def train_epoch(model: nn.Module, batches: list, optimizer, device) -> torch.Tensor:
@@ -87,7 +87,7 @@ WRONG: dict[str, dict[str, str]] = {
         "helper": _EX2 + """\
     moved = placement.move_batch(batch, device)
     logits = model(moved["x"], moved["lengths"])
-    loss = F.cross_entropy(logits, moved["labels"], weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, moved["labels"])
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -105,10 +105,10 @@ class SequenceClassifier(nn.Module):
         return self.head(x.mean(dim=1)) + self.log_prior
 
 
-def train_step(model, optimizer, batch: dict, class_weights: list, device):
+def train_step(model, optimizer, batch: dict, device):
     x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -130,30 +130,66 @@ class SequenceClassifier(nn.Module):
         return self.head(pooled) + self.log_prior.to(x.device)
 
 
-def train_step(model, optimizer, batch: dict, class_weights: list, device):
+def train_step(model, optimizer, batch: dict, device):
     x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
     return loss.detach(), (logits.argmax(dim=1) == labels).sum()
 """,
-        # The class weights built on the CPU and copied over: right everywhere, but one more blocking copy per step.
-        "weights_copied": _EX2 + """\
+        # The mask built on the CPU and copied over: right everywhere, but one more blocking copy per step.
+        "mask_copied": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)))
+
+    def forward(self, x, lengths):
+        steps = torch.arange(x.shape[1]).to(x.device)
+        mask = (steps[None, :] < lengths[:, None]).float()
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
     x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights).to(device))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
     return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
+        # The labels left on the CPU: the classic "moved the model, not (all) the data".
+        "labels_left": _EX2 + """\
+    x, lengths, labels = batch["x"].to(device), batch["lengths"].to(device), batch["labels"]
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels.to(device)).sum()
+""",
+        # The count started from torch.tensor(0, device=...): built on the host and copied, a blocking copy per step.
+        "zero_from_host": _EX2 + """\
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    correct = torch.tensor(0, device=device)
+    correct += (logits.argmax(dim=1) == labels).sum()
+    return loss.detach(), correct
 """,
         # The count read with .item() where it can be (it cannot on meta): a host synchronisation at every step.
         "item_where_possible": _EX2 + """\
     x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -167,7 +203,7 @@ def train_step(model, optimizer, batch: dict, class_weights: list, device):
     for key in ("x", "lengths", "labels"):
         batch[key] = batch[key].to(device)
     logits = model(batch["x"], batch["lengths"])
-    loss = F.cross_entropy(logits, batch["labels"], weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, batch["labels"])
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -187,10 +223,10 @@ class SequenceClassifier(nn.Module):
         return self.head(pooled) + self.log_prior
 
 
-def train_step(model, optimizer, batch: dict, class_weights: list, device):
+def train_step(model, optimizer, batch: dict, device):
     x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -262,6 +298,19 @@ def train_step(model, optimizer, batch: dict, class_weights: list, device):
         total = total + loss
     return total / len(batches)
 ''',
+        # The running total from torch.tensor(0.0, device=...): built on the host and copied with non_blocking=False,
+        # a blocking copy (on a GPU, a wait for everything queued before the epoch).
+        "total_from_host": _EX3 + '''\
+    total = torch.tensor(0.0, device=device)
+    for inputs, labels in batches:
+        inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(batches)
+''',
         # Checks for a diverging loss each step: an if on a tensor reads its value.
         "nan_check": _EX3 + '''\
     total = torch.zeros((), device=device)
@@ -299,12 +348,12 @@ class SequenceClassifier(nn.Module):
         return self.head(pooled) + self.log_prior
 
 
-def train_step(model, optimizer, batch: dict, class_weights: list, device):
+def train_step(model, optimizer, batch: dict, device):
     x = batch["x"].to(device, non_blocking=True)
     lengths = batch["lengths"].to(device, non_blocking=True)
     labels = batch["labels"].to(device, non_blocking=True)
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=logits.new_tensor(class_weights))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -323,10 +372,10 @@ class SequenceClassifier(nn.Module):
         return self.head((x * mask.unsqueeze(2)).sum(1) / lengths.unsqueeze(1)) + self.log_prior
 
 
-def train_step(model, optimizer, batch: dict, class_weights: list, device):
+def train_step(model, optimizer, batch: dict, device):
     x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
     logits = model(x, lengths)
-    loss = F.cross_entropy(logits, labels, weight=torch.tensor(class_weights, device=device))
+    loss = F.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()

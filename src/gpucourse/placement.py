@@ -355,6 +355,10 @@ data): on a GPU each one stops the CPU until every kernel queued before it has r
 
 _SYNC_METHODS = ("tolist", "numpy", "cpu", "__repr__")
 
+_HOST_DATA_FACTORIES = ("tensor", "as_tensor", "asarray")
+"""torch functions that build a tensor from Python data on the host: with a GPU ``device=`` they copy it there with
+``non_blocking=False`` (torch/csrc/utils/tensor_new.cpp), a blocking copy that :func:`count_host_syncs` counts."""
+
 
 _SIMULATED_PINNED: dict[int, object] = {}
 """Tensors that :func:`pin` marked as pinned on a machine without CUDA: id -> weak reference."""
@@ -447,11 +451,13 @@ def count_host_syncs() -> Iterator[HostSyncs]:
     ops whose output size depends on the data (``nonzero``, boolean masks), and ``.tolist()``, ``.numpy()``,
     ``.cpu()`` and printing a tensor, and every **blocking host-to-device copy**: ``.to(device)`` with the default
     ``non_blocking=False`` (from pageable memory that is ``cudaMemcpyAsync`` followed by a stream synchronise), or
-    ``non_blocking=True`` from pageable memory; only a ``non_blocking=True`` copy from pinned memory (:func:`pin`,
+    ``non_blocking=True`` from pageable memory, and ``torch.tensor(python_data, device=...)``, which builds the tensor
+    on the host and copies it; only a ``non_blocking=True`` copy from pinned memory (:func:`pin`,
     ``DataLoader(pin_memory=True)``) is not counted. It works on any device (on the CPU nothing waits, but the same code on a GPU
     would), which is how lesson 08_placement finds hidden synchronisations without a GPU.
     """
     import torch
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     record = HostSyncs(events=[])
@@ -467,18 +473,37 @@ def count_host_syncs() -> Iterator[HostSyncs]:
                 record.events.append((f"{name} (blocking host-to-device copy)", _caller()))
             return func(*args, **(kwargs or {}))
 
+    class _Factories(TorchFunctionMode):
+        """torch.tensor(data, device=...) from Python data: built on the host, then copied with non_blocking=False."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name in _HOST_DATA_FACTORIES and args and not isinstance(args[0], torch.Tensor):
+                device = kwargs.get("device")
+                if device is not None and torch.device(device).type != "cpu":
+                    record.events.append((f"torch.{name} from host data (blocking host-to-device copy)", _caller()))
+            return func(*args, **kwargs)
+
     originals = {name: getattr(torch.Tensor, name) for name in _SYNC_METHODS}
+
+    inside = [0]  # the torch-function mode calls a wrapped method again from inside it: count the outer call only
 
     def _wrap(name: str, original):  # noqa: ANN001, ANN202
         def method(self, *args, **kwargs):  # noqa: ANN001, ANN202
-            record.events.append((f"Tensor.{name}", _caller()))
-            return original(self, *args, **kwargs)
+            if not inside[0]:
+                record.events.append((f"Tensor.{name}", _caller()))
+            inside[0] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                inside[0] -= 1
         return method
 
     for name, original in originals.items():
         setattr(torch.Tensor, name, _wrap(name, original))
     try:
-        with _Mode():
+        with _Mode(), _Factories():
             yield record
     finally:
         for name, original in originals.items():
@@ -509,28 +534,6 @@ def train_epoch(model: object, batches: object, optimizer: object, device: objec
     return total / count
 
 
-# --------------------------------------------------------------------------- choosing among several GPUs
-
-def choose_gpu(need_bytes: int, device_count: object = None, mem_get_info: object = None) -> object:
-    """The visible GPU with the most free memory among those with at least ``need_bytes`` free, else the CPU.
-
-    ``device_count()`` and ``mem_get_info(index) -> (free, total)`` default to ``torch.cuda``'s; a test passes fakes.
-    Ties go to the lowest index. Free memory is what the driver reports, so other processes' memory counts.
-    Taught in lesson 08_placement.
-    """
-    import torch
-
-    need_bytes = non_negative_int("need_bytes", need_bytes)
-    device_count = torch.cuda.device_count if device_count is None else device_count
-    mem_get_info = torch.cuda.mem_get_info if mem_get_info is None else mem_get_info
-    best, best_free = None, -1
-    for index in range(device_count()):
-        free, _total = mem_get_info(index)
-        if free >= need_bytes and free > best_free:
-            best, best_free = index, free
-    return torch.device("cpu") if best is None else torch.device("cuda", best)
-
-
-__all__ = ["PCIE_SPECS", "SYNC_OPS", "HostSyncs", "TensorFlowSetup", "TransferMeasurement", "choose_gpu",
+__all__ = ["PCIE_SPECS", "SYNC_OPS", "HostSyncs", "TensorFlowSetup", "TransferMeasurement",
            "configure_tensorflow", "count_host_syncs", "is_pinned", "pin", "keras_weights", "measure_transfer_bandwidth", "move_batch",
            "short_tf_device", "tf_device_name", "tf_placement_log", "train_epoch", "transfer_seconds"]

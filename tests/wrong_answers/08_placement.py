@@ -11,23 +11,27 @@ _EX1 = '''\
 def to_device(batch, device, non_blocking: bool = False):
     """A copy of batch with every tensor moved to device; dicts, lists, tuples and named tuples keep their type."""
 '''
-_EX2 = '''\
-def weighted_loss(model, batch, class_weights, device):
-    """Mean class-weighted cross-entropy of model on batch {"inputs", "labels"}, computed on device."""
+_GOOD_MODEL = '''\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)))
+
+    def forward(self, x, lengths):
+        steps = torch.arange(x.shape[1], device=x.device)
+        mask = (steps[None, :] < lengths[:, None]).float()
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+'''
+_EX2 = _GOOD_MODEL + '''\
+def train_step(model, optimizer, batch: dict, device):
 '''
 _EX3 = '''\
 def train_epoch(model: nn.Module, batches: list, optimizer, device) -> torch.Tensor:
     """One epoch over (inputs, labels) CPU batches on device; the mean loss as a 0-d tensor on device, no host sync."""
 '''
-_EX4 = '''\
-def placement_report(requested: str, fn) -> dict:
-    """Run fn() under tf.device(requested); report the requested and the actual device ("GPU:0") and if they differ."""
-'''
-_EX5 = '''\
-def choose_gpu(need_bytes: int, device_count, mem_get_info) -> torch.device:
-    """The visible GPU with the most free memory that fits need_bytes (lowest index on a tie), else the CPU."""
-'''
-
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The visible test's first batch, already "moved", whatever the input.
@@ -75,44 +79,159 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex2-solution": {
-        # The visible test's CPU loss, as a number on the CPU.
-        "constant": _EX2 + '''\
-    return torch.tensor(1.1, requires_grad=True)
-''',
+        # Plausible numbers, as tensors on the device: no model run, no training.
+        "constant": _EX2 + """\
+    return torch.tensor(1.1, device=device), torch.tensor(3, device=device)
+""",
         # The course's move_batch carries the batch: off-limits here.
-        "helper": _EX2 + '''\
-    model.to(device)
+        "helper": _EX2 + """\
     moved = placement.move_batch(batch, device)
-    weights = torch.tensor(class_weights, device=device)
-    return F.cross_entropy(model(moved["inputs"]), moved["labels"], weight=weights)
-''',
-        # Three class weights, as in the visible tests: five classes break it.
-        "visible_only": _EX2 + '''\
-    model.to(device)
-    weights = torch.tensor(class_weights[:3], device=device)
-    return F.cross_entropy(model(batch["inputs"].to(device)), batch["labels"].to(device), weight=weights)
-''',
-        # Moves the model and the inputs, but not the data's labels: the classic "moved the model, not the data".
-        "typical": _EX2 + '''\
-    model.to(device)
-    logits = model(batch["inputs"].to(device))
-    weights = torch.tensor(class_weights, device=device)
-    return F.cross_entropy(logits, batch["labels"], weight=weights)
-''',
+    logits = model(moved["x"], moved["lengths"])
+    loss = F.cross_entropy(logits, moved["labels"])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == moved["labels"]).sum()
+""",
+        # The arange line deleted instead of fixed: a plain mean over every step, padding included. Only values show it.
+        "visible_only": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)))
+
+    def forward(self, x, lengths):
+        return self.head(x.mean(dim=1)) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
+        # The error fixed where it shows: the plain attribute copied to the input's device in forward. model.to() still
+        # leaves it behind, and every step copies it again.
+        "typical": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.log_prior = torch.log(torch.tensor(class_priors))
+
+    def forward(self, x, lengths):
+        steps = torch.arange(x.shape[1], device=x.device)
+        mask = (steps[None, :] < lengths[:, None]).float()
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior.to(x.device)
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
+        # The mask built on the CPU and copied over: right everywhere, but one more blocking copy per step.
+        "mask_copied": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)))
+
+    def forward(self, x, lengths):
+        steps = torch.arange(x.shape[1]).to(x.device)
+        mask = (steps[None, :] < lengths[:, None]).float()
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
+        # The labels left on the CPU: the classic "moved the model, not (all) the data".
+        "labels_left": _EX2 + """\
+    x, lengths, labels = batch["x"].to(device), batch["lengths"].to(device), batch["labels"]
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels.to(device)).sum()
+""",
+        # The count started from torch.tensor(0, device=...): built on the host and copied, a blocking copy per step.
+        "zero_from_host": _EX2 + """\
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    correct = torch.tensor(0, device=device)
+    correct += (logits.argmax(dim=1) == labels).sum()
+    return loss.detach(), correct
+""",
+        # The count read with .item() where it can be (it cannot on meta): a host synchronisation at every step.
+        "item_where_possible": _EX2 + """\
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    correct = (logits.argmax(dim=1) == labels).sum()
+    if correct.device.type != "meta":
+        correct = torch.tensor(correct.item(), device=device)
+    return loss.detach(), correct
+""",
         # Moves the data by assigning into the caller's batch: right values, but the batch is changed.
-        "mutates_batch": _EX2 + '''\
-    model.to(device)
-    batch["inputs"], batch["labels"] = batch["inputs"].to(device), batch["labels"].to(device)
-    weights = torch.tensor(class_weights, device=device)
-    return F.cross_entropy(model(batch["inputs"]), batch["labels"], weight=weights)
-''',
-        # Returns .item(): a number, detached from the graph and off the device.
-        "item": _EX2 + '''\
-    model.to(device)
-    weights = torch.tensor(class_weights, device=device)
-    loss = F.cross_entropy(model(batch["inputs"].to(device)), batch["labels"].to(device), weight=weights)
-    return loss if loss.device.type == "meta" else loss.item()
-''',
+        "mutates_batch": _EX2 + """\
+    for key in ("x", "lengths", "labels"):
+        batch[key] = batch[key].to(device)
+    logits = model(batch["x"], batch["lengths"])
+    loss = F.cross_entropy(logits, batch["labels"])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == batch["labels"]).sum()
+""",
+        # The mask built on the CPU from lengths brought back: a .cpu() read (and it fails on meta).
+        "mask_on_host": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)))
+
+    def forward(self, x, lengths):
+        mask = (torch.arange(x.shape[1])[None, :] < lengths.cpu()[:, None]).float().to(x.device)
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
     },
     "ex3-solution": {
         # A plausible loss, as a tensor: no training at all.
@@ -179,6 +298,19 @@ WRONG: dict[str, dict[str, str]] = {
         total = total + loss
     return total / len(batches)
 ''',
+        # The running total from torch.tensor(0.0, device=...): built on the host and copied with non_blocking=False,
+        # a blocking copy (on a GPU, a wait for everything queued before the epoch).
+        "total_from_host": _EX3 + '''\
+    total = torch.tensor(0.0, device=device)
+    for inputs, labels in batches:
+        inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.detach()
+    return total / len(batches)
+''',
         # Checks for a diverging loss each step: an if on a tensor reads its value.
         "nan_check": _EX3 + '''\
     total = torch.zeros((), device=device)
@@ -193,110 +325,61 @@ WRONG: dict[str, dict[str, str]] = {
     return total / len(batches)
 ''',
     },
-    "ex4-solution": {
-        # What a CPU-only machine answers for the visible request.
-        "constant": _EX4 + '''\
-    with tf.device(requested):
-        fn()
-    return {"requested": "GPU:0", "actual": "CPU:0", "soft_placed": True}
-''',
-        # The course's short_tf_device: off-limits here.
-        "helper": _EX4 + '''\
-    with tf.device(requested):
-        result = fn()
-    asked, placed = placement.short_tf_device(requested), placement.short_tf_device(result.device)
-    return {"requested": asked, "actual": placed, "soft_placed": asked != placed}
-''',
-        # Reads the result only for the visible '/GPU:0' request, trusts every other request.
-        "visible_only": _EX4 + '''\
-    with tf.device(requested):
-        result = fn()
-    spec = tf.DeviceSpec.from_string(requested)
-    asked = f"{spec.device_type.upper()}:{spec.device_index}"
-    if asked == "GPU:0":
-        placed_spec = tf.DeviceSpec.from_string(result.device)
-        placed = f"{placed_spec.device_type.upper()}:{placed_spec.device_index}"
-    else:
-        placed = asked
-    return {"requested": asked, "actual": placed, "soft_placed": asked != placed}
-''',
-        # Reports the requested device as the actual one: blind to soft placement.
-        "typical": _EX4 + '''\
-    with tf.device(requested):
-        fn()
-    spec = tf.DeviceSpec.from_string(requested)
-    name = f"{spec.device_type.upper()}:{spec.device_index}"
-    return {"requested": name, "actual": name, "soft_placed": False}
-''',
-        # Keeps TensorFlow's spelling of the request instead of the short form.
-        "raw_request": _EX4 + '''\
-    with tf.device(requested):
-        result = fn()
-    placed = tf.DeviceSpec.from_string(result.device)
-    actual = f"{placed.device_type.upper()}:{placed.device_index}"
-    asked = requested.lstrip("/").upper()
-    return {"requested": asked, "actual": actual, "soft_placed": asked != actual}
-''',
-        "logical_devices": '''\
-def placement_report(requested: str, fn) -> dict:
-    """Run fn() under tf.device(requested); report the requested and the actual device ("GPU:0") and if they differ."""
-    with tf.device(requested):
-        fn()
-    spec = tf.DeviceSpec.from_string(requested)
-    name = f"{spec.device_type.upper()}:{spec.device_index}"
-    present = set()
-    for device in tf.config.list_logical_devices():  # what exists, not where the result went
-        found = tf.DeviceSpec.from_string(device.name)
-        present.add(f"{found.device_type.upper()}:{found.device_index}")
-    actual = name if name in present else "CPU:0"
-    return {"requested": name, "actual": actual, "soft_placed": actual != name}
-''',
-    },
-    "ex5-solution": {
-        # The visible test's first answer, always.
-        "constant": _EX5 + '''\
-    return torch.device("cuda", 1)
-''',
-        # The course's own choice: off-limits here.
-        "helper": _EX5 + '''\
-    return placement.choose_gpu(need_bytes, device_count, mem_get_info)
-''',
-        # The last GPU that fits: right on the visible two-GPU machine only.
-        "visible_only": _EX5 + '''\
-    chosen = torch.device("cpu")
-    for index in range(device_count()):
-        if mem_get_info(index)[0] >= need_bytes:
-            chosen = torch.device("cuda", index)
-    return chosen
-''',
-        # The biggest GPU that fits: total memory instead of free memory.
-        "typical": _EX5 + '''\
-    fits = [index for index in range(device_count()) if mem_get_info(index)[0] >= need_bytes]
-    if not fits:
-        return torch.device("cpu")
-    return torch.device("cuda", max(fits, key=lambda index: mem_get_info(index)[1]))
-''',
-        # A tie goes to the highest index (>= instead of >).
-        "tie_last": _EX5 + '''\
-    best, best_free = None, -1
-    for index in range(device_count()):
-        free, _ = mem_get_info(index)
-        if free >= need_bytes and free >= best_free:
-            best, best_free = index, free
-    return torch.device("cpu") if best is None else torch.device("cuda", best)
-''',
-        # Asks torch.cuda directly instead of the functions it is given.
-        "asks_torch": _EX5 + '''\
-    best, best_free = None, -1
-    for index in range(torch.cuda.device_count()):
-        free, _ = torch.cuda.mem_get_info(index)
-        if free >= need_bytes and free > best_free:
-            best, best_free = index, free
-    if best is None and device_count() == 2:
-        return torch.device("cuda", 1) if mem_get_info(1)[0] >= need_bytes else torch.device("cpu")
-    return torch.device("cpu") if best is None else torch.device("cuda", best)
-''',
-    },
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
+
+RIGHT: dict[str, dict[str, str]] = {
+    # Correct answers that differ from the model answer: each must PASS its exercise's tests (visible and hidden),
+    # run by tests/test_placement.py.
+    "ex2-solution": {
+        # The priors as a frozen parameter, tensors made with new_tensor/new_ones from the data, non_blocking copies,
+        # the mask from torch.arange on lengths' device and a boolean mask summed with where().
+        "frozen_parameter": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.log_prior = nn.Parameter(torch.tensor(class_priors).log(), requires_grad=False)
+
+    def forward(self, x, lengths):
+        real = torch.arange(x.shape[1], device=lengths.device)[None, :] < lengths[:, None]
+        pooled = torch.where(real[:, :, None], x, x.new_zeros(())).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x = batch["x"].to(device, non_blocking=True)
+    lengths = batch["lengths"].to(device, non_blocking=True)
+    labels = batch["labels"].to(device, non_blocking=True)
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), logits.argmax(dim=1).eq(labels).sum()
+""",
+        # A non-persistent buffer, the batch moved with one comprehension, the count as a float sum of matches.
+        "non_persistent_buffer": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features: int, classes: int, class_priors: list):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)), persistent=False)
+
+    def forward(self, x, lengths):
+        mask = torch.arange(x.shape[1], device=x.device).expand(len(x), -1) < lengths.unsqueeze(1)
+        return self.head((x * mask.unsqueeze(2)).sum(1) / lengths.unsqueeze(1)) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x, lengths, labels = (batch[key].to(device) for key in ("x", "lengths", "labels"))
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(1) == labels).sum()
+""",
+    },
+}

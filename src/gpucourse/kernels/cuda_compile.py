@@ -217,6 +217,9 @@ def _first_meaningful_line(error: BaseException) -> str:
         if line and not line.startswith(("Failed in", "During:", "File ", "<source", "- ", "^")):
             if "build_list" in line:
                 return "a list (a kernel cannot build one: use separate variables or a loop)"
+            if line.startswith("Signature mismatch"):  # numba's message when a NumPy call has no CUDA version
+                return "a call with no GPU version (NumPy calls that allocate, e.g. np.zeros, are refused: " \
+                       "use cuda.local.array)"
             return line[:160]
     return type(error).__name__
 

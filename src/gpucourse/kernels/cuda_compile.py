@@ -148,7 +148,7 @@ def _payload(kernel: Callable, args: tuple) -> dict:
     done: dict = {}
     root = _function_spec(function, done)
     functions = {number: spec for number, spec in done.values()}
-    for key, (number, spec) in done.items():
+    for number, spec in functions.items():
         spec["device"] = number != root
     try:
         arguments = [_arg_spec(arg) for arg in args]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ pytest.importorskip("numba")
 import numba  # noqa: E402
 from numba import cuda, float32  # noqa: E402
 
-from gpucourse.kernels.accumulators import float64_accumulators, numba_float64_sums  # noqa: E402
+from gpucourse.kernels.accumulators import (  # noqa: E402
+    float64_accumulators, float64_accumulators_by_source, float64_accumulators_many, numba_float64_sums)
 
 
 @cuda.jit
@@ -332,30 +334,30 @@ _IMAGE = (np.zeros((4, 5), np.float32), np.ones((3, 3), np.float32), np.zeros((4
 
 
 def test_a_device_function_padding_with_a_bare_float_is_found_by_numba_typing():
-    assert float64_accumulators(conv_device_pad64) == []  # the source alone cannot see it
-    assert float64_accumulators(conv_device_pad64, _IMAGE) == ["total"]
+    assert float64_accumulators_by_source(conv_device_pad64) == []  # the source alone cannot see it
+    assert float64_accumulators_by_source(conv_device_pad64, _IMAGE) == ["total"]
     assert numba_float64_sums(conv_device_pad64, _IMAGE) == ["total"]
 
 
 def test_a_global_float_constant_is_found_and_a_float32_one_passes():
-    assert float64_accumulators(conv_global_pad) == []  # the source alone cannot see it
-    assert float64_accumulators(conv_global_pad, _IMAGE) == ["total"]
-    assert float64_accumulators(conv_global_pad32, _IMAGE) == []
+    assert float64_accumulators_by_source(conv_global_pad) == []  # the source alone cannot see it
+    assert float64_accumulators_by_source(conv_global_pad, _IMAGE) == ["total"]
+    assert float64_accumulators_by_source(conv_global_pad32, _IMAGE) == []
 
 
 def test_float32_device_functions_and_every_cuda_name_the_lessons_use_pass():
-    assert float64_accumulators(conv_device_pad32, _IMAGE) == []
+    assert float64_accumulators_by_source(conv_device_pad32, _IMAGE) == []
     dy = np.ones((70, 3), np.float32)
     args = (dy, np.zeros((3, 3), np.float32), np.zeros(3, np.float32))
     assert numba_float64_sums(every_cuda_name, args) == []
-    assert float64_accumulators(every_cuda_name, args) == []
+    assert float64_accumulators_by_source(every_cuda_name, args) == []
 
 
 def test_numba_typing_agrees_with_the_source_rules_on_a_bare_float_start():
     args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
     assert numba_float64_sums(sum_from_bare_float, args) == ["total"]
-    assert float64_accumulators(sum_from_bare_float, args) == ["total"]
-    assert float64_accumulators(sum_from_float32, args) == []
+    assert float64_accumulators_by_source(sum_from_bare_float, args) == ["total"]
+    assert float64_accumulators_by_source(sum_from_float32, args) == []
 
 
 def test_a_kernel_numba_cannot_type_falls_back_to_the_source_check_silently(capsys):
@@ -369,13 +371,13 @@ def test_a_kernel_numba_cannot_type_falls_back_to_the_source_check_silently(caps
     args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
     with pytest.raises(Exception):
         numba_float64_sums(uses_a_name_the_stub_lacks, args)
-    assert float64_accumulators(uses_a_name_the_stub_lacks, args) == ["total"]
+    assert float64_accumulators_by_source(uses_a_name_the_stub_lacks, args) == ["total"]
     assert capsys.readouterr() == ("", "")
 
 
 def test_bad_args_are_refused():
     with pytest.raises(TypeError, match="^args"):
-        float64_accumulators(sum_from_bare_float, "p, out")
+        float64_accumulators_by_source(sum_from_bare_float, "p, out")
     with pytest.raises(TypeError, match="^kernel"):
         numba_float64_sums(42, ())
 
@@ -416,11 +418,11 @@ def test_float64_arrays_operations_and_constructs_no_gpu_compiles_are_found():
         out[i] = total
 
     args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
-    assert float64_accumulators(local_float64, args) == ["acc (a float64 array)"]
-    assert float64_accumulators(pow_half, args) == []  # one float64 operation per thread, not a sum: not counted
-    [construct] = float64_accumulators(generator_sum, args)
+    assert float64_accumulators_by_source(local_float64, args) == ["acc (a float64 array)"]
+    assert float64_accumulators_by_source(pow_half, args) == []  # one float64 operation per thread, not a sum: not counted
+    [construct] = float64_accumulators_by_source(generator_sum, args)
     assert construct.startswith("(a construct Numba cannot compile for a GPU: a generator expression in the kernel")
-    assert float64_accumulators(warp_pad, args) == ["total"]
+    assert float64_accumulators_by_source(warp_pad, args) == ["total"]
 
 
 @cuda.jit(device=True)
@@ -461,10 +463,185 @@ def test_constructs_cuda_refuses_and_float64_arithmetic_in_a_loop_are_found():
         out[i] = total / n
 
     args = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
-    [construct] = float64_accumulators(list_sum, args)
+    [construct] = float64_accumulators_by_source(list_sum, args)
     assert "a list comprehension in the kernel" in construct
-    [construct] = float64_accumulators(device_list, args)
+    [construct] = float64_accumulators_by_source(device_list, args)
     assert "a list comprehension in device function _squares_in_a_list" in construct
-    [arithmetic] = float64_accumulators(cast_back, args)
+    [arithmetic] = float64_accumulators_by_source(cast_back, args)
     assert arithmetic.startswith("(float64 arithmetic in a loop, line ") and "product = p[r, i] * 1.0" in arithmetic
-    assert float64_accumulators(mean_with_counter, args) == []
+    assert float64_accumulators_by_source(mean_with_counter, args) == []
+
+
+# --------------------------------------------------------------------------- Numba's REAL CUDA compiler (review r12):
+# float64 work from any source and constructs the CUDA target refuses, read from its LLVM IR, by source line.
+
+@cuda.jit(device=True)
+def _square64(v):
+    return math.pow(v, 2)
+
+
+_LENGTHS = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
+
+
+def test_the_cuda_compiler_finds_float64_from_calls_and_after_the_loop():
+    """math.pow cast back to float32 in the loop, a device function returning math.pow, ``** 0.5`` after the loop,
+    a float64 division by an int counter: each line named."""
+    @cuda.jit
+    def pow_cast_back(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f in range(p.shape[0]):
+                total += np.float32(math.pow(p[f, i], 2))
+            out[i] = math.sqrt(total)
+
+    @cuda.jit
+    def device_pow(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f in range(p.shape[0]):
+                total += np.float32(_square64(p[f, i]))
+            out[i] = math.sqrt(total)
+
+    @cuda.jit
+    def pow_half(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f in range(p.shape[0]):
+                total += p[f, i] * p[f, i]
+            out[i] = total ** 0.5
+
+    @cuda.jit
+    def mean_with_counter(p, out):
+        i = cuda.grid(1)
+        total, n = np.float32(0.0), 0
+        for r in range(p.shape[0]):
+            total += p[r, i]
+            n += 1
+        out[i] = total / n
+
+    found = float64_accumulators_many([(kernel, _LENGTHS) for kernel in
+                                       (pow_cast_back, device_pow, pow_half, mean_with_counter)])
+    [cast], [device], [half], [mean] = found
+    assert cast.startswith("(float64 arithmetic, line ") and "np.float32(math.pow(p[f, i], 2))" in cast
+    assert device.startswith("(float64 arithmetic in device function _square64, line ") and "math.pow(v, 2)" in device
+    assert "out[i] = total ** 0.5" in half
+    assert "out[i] = total / n" in mean
+
+
+def test_the_cuda_compiler_refuses_a_list_and_np_zeros_and_names_the_line():
+    @cuda.jit
+    def offsets_list(p, out):
+        i = cuda.grid(1)
+        offsets = [0, 1, 2]
+        total = np.float32(0.0)
+        for f in range(3):
+            total += p[offsets[f], i]
+        out[i] = total
+
+    @cuda.jit
+    def zeros_window(p, out):
+        i = cuda.grid(1)
+        window = np.zeros((3, 3), np.float32)
+        window[0, 0] = p[0, i]
+        out[i] = window[0, 0]
+
+    [[listed], [zeros]] = float64_accumulators_many([(offsets_list, _LENGTHS), (zeros_window, _LENGTHS)])
+    assert listed.startswith("(CUDA's compiler refuses your kernel, line ") and "offsets = [0, 1, 2]" in listed
+    assert "a list" in listed
+    assert zeros.startswith("(CUDA's compiler refuses your kernel, line ") and "np.zeros((3, 3)" in zeros
+
+
+def test_a_float64_comparison_counts_and_float32_kernels_pass():
+    """Decided: ``x > 0.0`` with x float32 is a float64 comparison (DSETP on a GPU, FP64 rate), so it counts;
+    ``np.float32(0.0)``, ``x ** 2``, ``cuda.fma``, shared arrays, syncthreads, atomics and min/max compile clean."""
+    @cuda.jit
+    def relu64(p, out):
+        i = cuda.grid(1)
+        if i < out.size and p[0, i] > 0.0:
+            out[i] = p[0, i]
+
+    @cuda.jit
+    def float32_everything(p, out):
+        staged = cuda.shared.array(32, np.float32)
+        i = cuda.grid(1)
+        t = cuda.threadIdx.x
+        total = np.float32(0.0)
+        for f in range(min(p.shape[0], 8)):
+            total = cuda.fma(p[f, i], p[f, i], total) + p[f, i] ** 2
+        staged[t] = total if total > np.float32(0.0) else np.float32(0.0)
+        cuda.syncthreads()
+        cuda.atomic.add(out, i, staged[t])
+
+    [[comparison], clean] = float64_accumulators_many([(relu64, _LENGTHS), (float32_everything, _LENGTHS)])
+    assert "p[0, i] > 0.0" in comparison
+    assert clean == []
+    [counter] = float64_accumulators(sum_from_float32, _LENGTHS)  # its float32 sums pass; float32 + int64 does not
+    assert "out[i] = a + b + c + acc + n" in counter
+    assert float64_accumulators(conv_device_pad32, _IMAGE) == []
+    [pad] = float64_accumulators(conv_device_pad64, _IMAGE)
+    assert "in device function _pixel64" not in pad and "_pixel64(image" in pad  # the cast of its float64 result
+
+
+def test_kernels_built_in_a_closure_are_compiled_each_with_its_own_values():
+    def combine(scale, last):
+        @cuda.jit
+        def add(p, out):
+            i = cuda.grid(1)
+            if last:
+                out[i] = p[0, i] * scale
+        return add
+
+    found = float64_accumulators_many([(combine(np.float32(2.0), True), _LENGTHS), (combine(2.0, True), _LENGTHS),
+                                       (combine(2.0, False), _LENGTHS)])
+    assert found[0] == [] and found[2] == []  # last=False: the multiply is not compiled
+    [wide] = found[1]
+    assert "p[0, i] * scale" in wide
+
+
+def test_what_cannot_be_shipped_falls_back_to_the_source_check_silently(capsys):
+    class Opaque:
+        value = 0.0
+
+    box = Opaque()
+
+    @cuda.jit
+    def reads_an_object(p, out):
+        i = cuda.grid(1)
+        total = 0.0
+        total += p[0, i] + box.value
+        out[i] = total
+
+    from gpucourse.kernels.cuda_compile import compile_for_gpu
+
+    [report] = compile_for_gpu([(reads_an_object, _LENGTHS)])
+    assert report.status == "not checked"
+    assert float64_accumulators(reads_an_object, _LENGTHS) == float64_accumulators_by_source(reads_an_object,
+                                                                                              _LENGTHS)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_numba_without_the_cuda_target_falls_back_silently(tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "numba"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('a numba without CUDA')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    from gpucourse.kernels import cuda_compile
+
+    monkeypatch.setattr(cuda_compile, "_CACHE", {})
+    [report] = cuda_compile.compile_for_gpu([(sum_from_bare_float, _LENGTHS)])
+    assert report.status == "not checked" and "numba's CUDA target" in report.reason
+    assert float64_accumulators(sum_from_bare_float, _LENGTHS) == ["total"]  # the fallback's answer
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_crashed_subprocess_is_not_checked(monkeypatch):
+    from gpucourse.kernels import cuda_compile
+
+    monkeypatch.setattr(cuda_compile, "_CACHE", {})
+    monkeypatch.setattr(cuda_compile.sys, "executable", "/bin/false")
+    [report] = cuda_compile.compile_for_gpu([(sum_from_bare_float, _LENGTHS)])
+    assert report == cuda_compile.CudaReport("not checked", reason="the compiler's subprocess failed")
+    assert report.findings() == []

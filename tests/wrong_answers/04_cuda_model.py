@@ -645,6 +645,36 @@ def make_conv3x3_kernel():
     },
 }
 
+# Review r12: what Numba's CUDA compiler refuses (a local list, np.zeros) or computes in float64 (math.pow cast back
+# to float32 in the loop, ** 0.5 after it); the njit typing and the source rules let all four through.
+WRONG["ex1-solution"]["r12_offsets_list"] = _ex1(
+    _EX1_SUM.replace("r, c = i + a - 1, j + b - 1", "r, c = i + offsets[a], j + offsets[b]"),
+    loops=_EX1_LOOPS.replace("        rows, cols = out.shape\n", "        rows, cols = out.shape\n"
+                                                                 "        offsets = [-1, 0, 1]\n"))
+WRONG["ex1-solution"]["r12_np_zeros_window"] = _ex1('''\
+                window = np.zeros((3, 3), np.float32)
+                for a in range(3):
+                    for b in range(3):
+                        r, c = i + a - 1, j + b - 1
+                        if r >= 0 and r < rows and c >= 0 and c < cols:
+                            window[a, b] = image[r, c]
+                total = np.float32(0.0)
+                for a in range(3):
+                    for b in range(3):
+                        total += weights[a, b] * window[a, b]
+                out[i, j] = total
+''')
+WRONG["ex2-solution"]["r12_pow_cast_in_loop"] = _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
+    "total += value * value", "total += np.float32(math.pow(value, 2))")
+WRONG["ex2-solution"]["r12_pow_half_after_loop"] = _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
+    "out[i] = math.sqrt(total)", "out[i] = total ** 0.5")
+# Review r12 (major 3): the earlier model answer, chunks on the grid's y axis: gridDim.y of 131,072 at (2**24, 2).
+WRONG["ex3-solution"]["r12_chunks_on_grid_y"] = _EX3_HEAD + _EX3_MODEL
+for _exercise, _name in (("ex1-solution", "r12_offsets_list"), ("ex1-solution", "r12_np_zeros_window"),
+                         ("ex2-solution", "r12_pow_cast_in_loop"), ("ex2-solution", "r12_pow_half_after_loop")):
+    assert "offsets = [-1" in WRONG[_exercise][_name] or "np.zeros((3" in WRONG[_exercise][_name] \
+        or "math.pow" in WRONG[_exercise][_name] or "** 0.5" in WRONG[_exercise][_name]
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)
 
 # Correct answers other than the model answer: each must pass its exercise's tests, visible and hidden (run by
@@ -671,7 +701,9 @@ RIGHT: dict[str, dict[str, str]] = {
         "r9ok_shared_tree_combine": _EX3_HEAD + '''\
     @cuda.jit
     def chunk_sums(dy, partial, db):
-        j, c = cuda.grid(2)
+        bands = (db.size + 31) // 32  # one row of blocks (r12): CUDA caps gridDim.y and z at 65,535
+        j = cuda.blockIdx.x % bands * 32 + cuda.threadIdx.x
+        c = cuda.blockIdx.x // bands * 4 + cuda.threadIdx.y
         if j < dy.shape[1] and c < partial.shape[0]:
             total = np.float32(0.0)
             for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
@@ -683,8 +715,9 @@ RIGHT: dict[str, dict[str, str]] = {
         def tree(dy, partial, db):
             s = cuda.shared.array((32, 32), np.float32)
             tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-            j = cuda.blockIdx.x * 32 + tx
-            first = 32 * stride * cuda.blockIdx.y
+            bands = (db.size + 31) // 32
+            j = cuda.blockIdx.x % bands * 32 + tx
+            first = 32 * stride * (cuda.blockIdx.x // bands)
             r = first + ty * stride
             v = np.float32(0.0)
             if j < db.size and r < partial.shape[0]:
@@ -705,11 +738,12 @@ RIGHT: dict[str, dict[str, str]] = {
         return tree
 
     chunks = kernels.blocks_for(batch, 32)
-    launches = [(chunk_sums, kernels.grid_2d((chunks, features), (32, 4)), (32, 4))]
+    bands = kernels.blocks_for(features, 32)
+    launches = [(chunk_sums, bands * kernels.blocks_for(chunks, 4), (32, 4))]
     stride = 1
     while True:
         groups = -(-chunks // (32 * stride))
-        launches.append((combine(stride, groups == 1), (kernels.blocks_for(features, 32), groups), (32, 32)))
+        launches.append((combine(stride, groups == 1), bands * groups, (32, 32)))
         if groups == 1:
             return launches
         stride *= 32

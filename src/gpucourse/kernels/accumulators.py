@@ -1,4 +1,9 @@
-"""Float64 accumulators in a Numba kernel's source: a sum that Numba types float64 (lessons 04 and 05).
+"""Float64 work in a Numba kernel, and kernels a GPU refuses (lessons 04 and 05).
+
+:func:`float64_accumulators` with example arguments compiles the kernel with Numba's real CUDA compiler (see
+:mod:`gpucourse.kernels.cuda_compile`) and reports every line doing float64 arithmetic, or the compiler's refusal.
+What follows describes the fallback, :func:`float64_accumulators_by_source`, used without arguments or where that
+compilation cannot run.
 
 Numba types a Python float literal as float64, so ``total = 0.0`` followed by ``total += x * x`` makes the sum,
 and every addition into it, float64, even when ``x`` is float32: T4- and L4-class GPUs run float64 at 1/32 to 1/64
@@ -594,7 +599,39 @@ def _float64_arithmetic_in_loops(blocks: dict, typemap: dict) -> set:
 
 
 def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] = None) -> list[str]:
-    """Names of the variables a kernel accumulates into in float64: started at a bare float, or updated with one.
+    """What in a kernel would compute in float64, or keep it off a GPU: an empty list means nothing was found.
+
+    With ``args`` (example arguments of a launch, e.g. ``(image, weights, out)``), the kernel is compiled by Numba's
+    real CUDA compiler (:mod:`gpucourse.kernels.cuda_compile`, in a subprocess, on a CPU): the list names every
+    source line whose LLVM IR does float64 arithmetic, anywhere in the kernel or its device functions
+    (``"(float64 arithmetic, line 15: out[i] = total ** 0.5)"``; a float64 comparison, ``x > 0.0``, counts too), or
+    holds one entry when the compiler refuses the kernel (``"(CUDA's compiler refuses your kernel, line 7: ...)"``:
+    a local list, ``np.zeros``, a generator). Where the kernel cannot be compiled that way (a value that cannot be
+    shipped to the subprocess, a numba without the CUDA target, a failed subprocess), the checks below decide,
+    silently: :func:`float64_accumulators_by_source`, with Numba's own typing of the sums.
+    """
+    if args is not None and not isinstance(args, (tuple, list)):
+        raise TypeError(f"args: expected a tuple of the kernel's arguments, got {type(args).__name__}")
+    if args is None or isinstance(kernel, str):
+        return float64_accumulators_by_source(kernel, args)
+    return float64_accumulators_many([(kernel, tuple(args))])[0]
+
+
+def float64_accumulators_many(pairs: list) -> list:
+    """:func:`float64_accumulators` of each ``(kernel, args)``, all compiled in one subprocess: one list each."""
+    from gpucourse.kernels.cuda_compile import compile_for_gpu
+
+    for _, args in pairs:
+        if not isinstance(args, (tuple, list)):
+            raise TypeError(f"args: expected a tuple of the kernel's arguments, got {type(args).__name__}")
+    reports = compile_for_gpu([(kernel, tuple(args)) for kernel, args in pairs])
+    return [report.findings() if report.status != "not checked" else float64_accumulators_by_source(kernel, args)
+            for report, (kernel, args) in zip(reports, pairs)]
+
+
+def float64_accumulators_by_source(kernel: Union[Callable, str], args: Union[tuple, None] = None) -> list[str]:
+    """The fallback check: names of the variables a kernel accumulates into in float64 (started at a bare float, or
+    updated with one), read from its source and typed by Numba's CPU target with a stub ``cuda``.
 
     With ``args`` (example arguments of a launch, e.g. ``(image, weights, out)``), the kernel is also typed by
     Numba itself (:func:`numba_float64_sums`), which sees float64 that comes from outside its source too (a device
@@ -689,4 +726,5 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
     return sorted(found)
 
 
-__all__ = ["float64_accumulators", "numba_float64_sums"]
+__all__ = ["float64_accumulators", "float64_accumulators_by_source", "float64_accumulators_many",
+           "numba_float64_sums"]

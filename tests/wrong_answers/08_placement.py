@@ -77,6 +77,30 @@ WRONG: dict[str, dict[str, str]] = {
             return tuple(to_device(value, device, non_blocking) for value in batch)
     return batch
 ''',
+        # Review v3r2: the flag is not passed down the recursion, so every nested copy blocks on a GPU.
+        "flag_dropped": _EX1 + '''\
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(to_device(value, device) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(value, device) for value in batch)
+    return batch
+''',
+        # Review v3r2: non_blocking forced on: a copy the caller asked to be blocking is not.
+        "always_non_blocking": _EX1 + '''\
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {key: to_device(value, device, non_blocking) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(to_device(value, device, non_blocking) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(value, device, non_blocking) for value in batch)
+    return batch
+''',
     },
     "ex2-solution": {
         # Plausible numbers, as tensors on the device: no model run, no training.

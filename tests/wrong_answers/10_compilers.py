@@ -210,6 +210,28 @@ def diagnose(prof, stages) -> dict:
 _EX2_SOLUTION = 'def steady_forward(model, x: torch.Tensor, step: torch.Tensor) -> torch.Tensor:\n    """model(x, step) for a compilers.NoisyMLP in tensor operations only: one graph, no graph break."""\n    h = model.fc1(x)\n    if "item" in model.faults:     # `faults` is fixed per model: Dynamo reads it once and guards on it\n        h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)          # 1 when the peak is within clip\n    if "branch" in model.faults:\n        h = torch.where(h.mean() > model.shift, h - model.shift, h)\n    if "mask" in model.faults:\n        h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()   # the same sum, a fixed shape\n    out = model.fc2(F.gelu(h))\n    if "step" in model.faults:\n        out = out * torch.clamp((step + 1) / model.warmup, max=1.0)\n    return out + x\n\n\ndef run_steps(model, batches, backend) -> list:\n    """steady_forward\'s output for each batch at steps 0, 1, 2, ...: one compilation, no recompile."""\n    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)   # any batch size, one graph\n    return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]   # the step as a tensor\n'
 
 
+_EX1_SOLUTION = '    from torch.autograd import DeviceType\n\n    events = list(prof.events())\n    on_gpu = any(getattr(event, "device_time_total", 0) > 0 for event in events)   # the clock: device or CPU\n\n    def op_time(event):\n        return event.self_device_time_total if on_gpu else event.self_cpu_time_total\n\n    cpu = dict.fromkeys(stages, 0.0)             # CPU total of each stage, over all its calls\n    device = dict.fromkeys(stages, 0.0)          # device total of each stage (0 on a CPU profile)\n    in_ops = dict.fromkeys(stages, 0.0)          # time of the aten:: operations inside it\n    launches = dict.fromkeys(stages, 0.0)        # self CPU time of those operations (on a GPU: their launches)\n    ops = {stage: {} for stage in stages}        # stage -> operation -> [time, calls]\n    seen = set()\n    for event in events:\n        if event.name not in cpu or event.device_type != DeviceType.CPU:\n            continue                             # not a stage, or a GPU profile\'s device-side copy of its range\n        seen.add(event.name)\n        cpu[event.name] += event.cpu_time_total\n        device[event.name] += event.device_time_total if on_gpu else 0.0\n        below = list(event.cpu_children)\n        while below:                             # the whole subtree, not only the direct children\n            child = below.pop()\n            below.extend(child.cpu_children)\n            if child.name.startswith("aten::"):\n                in_ops[event.name] += op_time(child)\n                launches[event.name] += child.self_cpu_time_total\n                entry = ops[event.name].setdefault(child.name, [0.0, 0])\n                entry[0] += op_time(child)\n                entry[1] += 1\n    missing = [stage for stage in stages if stage not in seen]\n    if missing:\n        raise ValueError(f"no profiler event for the stage(s) {missing}")\n    took = {stage: max(cpu[stage], device[stage]) for stage in stages}\n    stage = max(stages, key=took.get)\n    if ops[stage]:\n        op, (op_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])\n        made_of_calls = launches[stage] >= cpu[stage] / 5 and (not on_gpu or cpu[stage] > device[stage])\n        if calls >= 100 and op_us / calls < 50 and made_of_calls:\n            return {"stage": stage, "op": op, "kind": "launch-bound"}\n        if in_ops[stage] >= 0.5 * took[stage]:\n            return {"stage": stage, "op": op, "kind": "op-bound"}\n    return {"stage": stage, "op": None, "kind": "waiting"}\n'
+
+
+def _ex1(old: str, new: str) -> str:
+    """Exercise 1's model answer with one mistake: ``old`` replaced by ``new`` (which must occur)."""
+    assert old in _EX1_SOLUTION, old
+    return _EX1 + _EX1_SOLUTION.replace(old, new)
+
+
+# v3r2's rule: launch-bound on the top operation's calls alone, even when 300 tiny calls are 0.1 % of a stage that
+# sleeps (the lesson's own starved loop) or when the GPU is saturated by 45 µs kernels.
+WRONG["ex1-solution"]["launch_first"] = _ex1(
+    "if calls >= 100 and op_us / calls < 50 and made_of_calls:", "if calls >= 100 and op_us / calls < 50:")
+# Every event named like a stage added, also the device-side copy of the range that CUDA profiling records: the
+# kernels are counted twice.
+WRONG["ex1-solution"]["device_ranges_twice"] = _ex1(
+    "if event.name not in cpu or event.device_type != DeviceType.CPU:", "if event.name not in cpu:")
+# Launch-bound on a GPU whenever the calls are tiny, without asking whether the CPU outlasts the device.
+WRONG["ex1-solution"]["gpu_clock_ignored"] = _ex1(
+    "(not on_gpu or cpu[stage] > device[stage])", "True")
+
+
 def _ex2(old: str, new: str) -> str:
     """Exercise 2's model answer with one mistake: ``old`` replaced by ``new`` (which must occur)."""
     assert old in _EX2_SOLUTION, old

@@ -41,6 +41,11 @@ def test_bottleneck_names_the_planted_stage_operation_and_kind(stage, plant, op,
     assert diagnosed({"stage": stage, "op": op, "kind": kind}, ROLES, {stage: (plant, 1.0)})
 
 
+def test_tiny_calls_in_a_stage_that_waits_do_not_make_it_launch_bound():
+    """Lesson 09's starved loop: a collate's few hundred tiny calls are a sliver of a stage that waits on decoding."""
+    assert diagnosed({"stage": "data", "op": None, "kind": "waiting"}, ROLES, {"data": [("sleep", 1.0), ("add", 0.05)]})
+
+
 def test_repeated_stage_calls_add_up():
     names = ("fetch", "fwd", "bwd", "step")
     expected = {"stage": "fwd", "op": "aten::mm", "kind": "op-bound"}

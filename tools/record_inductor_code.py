@@ -1,6 +1,7 @@
 """Record the code inductor generates on this machine's CPU for lesson 10's chains (exercise 3 reads it).
 
-    PYTHONPATH=src python tools/record_inductor_code.py
+    PYTHONPATH=src python tools/record_inductor_code.py            # every chain
+    PYTHONPATH=src python tools/record_inductor_code.py concat     # only the chains named, the others kept
 
 Writes src/gpucourse/recorded/inductor_cpu.json: for each chain its source, its inputs and the text
 `torch._inductor.utils.run_and_get_code` returned, with the torch version, the machine and the date. The lesson grades
@@ -71,6 +72,10 @@ def gelu_nine(x):
     return 0.5 * x * (1.0 + torch.tanh(inner))
 
 
+def concat(x, y):
+    return torch.cat([x * 2, torch.sin(y)])
+
+
 CHAINS = {  # name -> (function, inputs)
     "tanh_chain": (tanh_chain, [((1000,), torch.float16)]),
     "gated": (gated, [((37, 53), torch.float32), ((53,), torch.float32)]),
@@ -83,6 +88,7 @@ CHAINS = {  # name -> (function, inputs)
     "view_between": (view_between, [((6, 12), torch.float32), ((8, 5), torch.float32)]),
     "return_a_view": (return_a_view, [((7, 11), torch.float16)]),
     "gelu_nine": (gelu_nine, [((4096,), torch.float32)]),
+    "concat": (concat, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
 }
 
 
@@ -90,8 +96,12 @@ def main() -> None:
     from torch._inductor.utils import run_and_get_code
 
     torch.manual_seed(0)
-    chains = {}
+    only = sys.argv[1:]          # names given: record only those chains and keep the rest of the recording
+    old = json.loads(OUT.read_text(encoding="utf-8")) if only else None
+    chains = dict(old["chains"]) if only else {}
     for name, (fn, specs) in CHAINS.items():
+        if only and name not in only:
+            continue
         torch._dynamo.reset()
         inputs = [torch.randn(shape).to(dtype) for shape, dtype in specs]
         _, codes = run_and_get_code(torch.compile(fn), *inputs)
@@ -106,6 +116,8 @@ def main() -> None:
               "torch": torch.__version__, "python": platform.python_version(),
               "machine": f"{platform.machine()} CPU, {platform.system()}",
               "date": datetime.date.today().isoformat(), "chains": chains}
+    if only and (old["torch"], old["machine"]) != (record["torch"], record["machine"]):
+        raise SystemExit(f"the recording was made with torch {old['torch']} on {old['machine']}: re-record it all")
     OUT.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print("written", OUT, OUT.stat().st_size, "bytes", file=sys.stderr)
 

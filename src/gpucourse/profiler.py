@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from gpucourse._validate import non_negative_int, positive_int, positive_number
@@ -155,7 +156,8 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
     """The diagnosis of a profile (lesson ``10_compilers``, exercise 1): the stage with the most total CPU time
     (summed over its calls), the ``aten::`` operation with the most self CPU time inside it (any depth) and the kind
     of bottleneck: ``launch-bound`` when that operation ran at least ``TINY_OP_CALLS`` times at under ``TINY_OP_US``
-    each on average, else ``op-bound`` when ``aten::`` operations hold at least half the stage's time, else
+    each on average and the stage's ``aten::`` operations take at least a fifth of it (tiny calls inside a stage that
+    mostly waits do not make it launch-bound), else ``op-bound`` when ``aten::`` operations hold at least half the stage's time, else
     ``waiting`` (op None: I/O, sleeps, pure Python). ValueError names a stage the profile lacks."""
     if not callable(getattr(prof, "events", None)):
         raise TypeError(f"prof must be a finished torch.profiler.profile, got {type(prof).__name__}")
@@ -163,8 +165,8 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
     in_ops = dict.fromkeys(stages, 0.0)
     ops: dict[str, dict[str, list[float]]] = {name: {} for name in stages}
     for event in prof.events():
-        if event.name not in totals:
-            continue
+        if event.name not in totals or getattr(event, "device_type", DeviceType.CPU) != DeviceType.CPU:
+            continue                      # not a stage, or the device-side copy of a range (CUDA profiling)
         totals[event.name] += event.cpu_time_total
         stack = list(event.cpu_children)
         while stack:
@@ -181,7 +183,7 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
     stage = max(stages, key=totals.get)
     if ops[stage]:
         op, (self_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])
-        if calls >= TINY_OP_CALLS and self_us / calls < TINY_OP_US:
+        if calls >= TINY_OP_CALLS and self_us / calls < TINY_OP_US and in_ops[stage] >= totals[stage] / 5:
             return {"stage": stage, "op": op, "kind": "launch-bound"}
         if in_ops[stage] >= 0.5 * totals[stage]:
             return {"stage": stage, "op": op, "kind": "op-bound"}

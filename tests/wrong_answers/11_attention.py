@@ -5,9 +5,10 @@ value), 'helper' (the course's own torch reference, which off_limits blocks, or 
 kernel), 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake, used in the
 full nbgrader pipeline), and more: the running max started at 0 (a row whose scores are all far below 0 divides 0 by
 0), the accumulator not rescaled, padded values loaded without other= (poisoned), K and V read once per query row, the
-scores stored to memory, Q loaded inside the loop; upper-left causal for N_q != N_k, every key block loaded and masked
-instead of skipped, rows that see no key giving NaN; a cache grown with torch.cat, made without device=, KV heads mapped
-with h % n_kv, KV heads repeated for each query head, the cache read before this token is written.
+scores stored to memory, Q loaded inside the loop, all keys in one tile (no streaming), ell and acc or the scores'
+dot in float16; upper-left causal for N_q != N_k, every key block loaded and masked instead of skipped, rows that see
+no key giving NaN; a cache grown with torch.cat, made without device=, KV heads mapped with h % n_kv, KV heads
+repeated for each query head, the cache read before this token is written.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -105,6 +106,44 @@ _ATTEND = '''\
     return (weights @ values).reshape(n_heads, -1)
 '''
 
+_ONE_TILE = _EX1 + '''\
+    @triton.jit
+    def kernel(q_ptr, k_ptr, v_ptr, o_ptr, N_Q, N_K, scale,
+               D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        bh = tl.program_id(1)
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        keys = tl.arange(0, BLOCK_N)
+        dims = tl.arange(0, D)
+        q = tl.load(q_ptr + bh * N_Q * D + rows[:, None] * D + dims[None, :], mask=rows[:, None] < N_Q, other=0.0)
+        k = tl.load(k_ptr + bh * N_K * D + keys[:, None] * D + dims[None, :], mask=keys[:, None] < N_K, other=0.0)
+        v = tl.load(v_ptr + bh * N_K * D + keys[:, None] * D + dims[None, :], mask=keys[:, None] < N_K, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale
+        s = tl.where(keys[None, :] < N_K, s, float("-inf"))
+        p = tl.exp(s - tl.max(s, 1)[:, None])
+        out = tl.dot(p.to(v.dtype), v) / tl.sum(p, 1)[:, None]
+        tl.store(o_ptr + bh * N_Q * D + rows[:, None] * D + dims[None, :], out.to(o_ptr.dtype.element_ty),
+                 mask=rows[:, None] < N_Q)
+
+    n_q, d, n_k = q.shape[-2], q.shape[-1], k.shape[-2]
+    o = torch.empty_like(q)
+    tb.launch(kernel, (triton.cdiv(n_q, block_m), q.numel() // (n_q * d)), q, k, v, o, n_q, n_k,
+              1.0 / math.sqrt(d), D=d, BLOCK_M=block_m, BLOCK_N=max(16, triton.next_power_of_2(n_k)))
+    return o
+'''
+
+
+def _low_state(cell: str) -> str:
+    """ell and acc kept in the inputs' dtype (float16 for float16 inputs) instead of float32."""
+    for old, new in (("ell = tl.zeros((BLOCK_M,), dtype=tl.float32)", "ell = tl.zeros((BLOCK_M,), dtype=q.dtype)"),
+                     ("acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)", "acc = tl.zeros((BLOCK_M, D), dtype=q.dtype)"),
+                     ("ell = ell * alpha + tl.sum(p, 1)", "ell = (ell * alpha + tl.sum(p, 1)).to(q.dtype)"),
+                     ("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+                      "acc = (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, out_dtype=q.dtype)).to(q.dtype)")):
+        assert cell.count(old) == 1, old
+        cell = cell.replace(old, new)
+    return cell
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         "constant": _EX1 + "    return torch.zeros_like(q)\n",
@@ -118,6 +157,11 @@ WRONG: dict[str, dict[str, str]] = {
         "per_query_row": _kernel(_EX1, grid="(n_q, q.numel() // (n_q * d))", block_m="1"),
         "scores_stored": _kernel(_EX1, store_scores=True),
         "q_in_loop": _kernel(_EX1, q_in_loop=True),
+        "one_tile": _ONE_TILE,                              # all keys in one tile, one-pass softmax: no streaming
+        "float16_state": _low_state(_kernel(_EX1)),         # ell and acc in float16: off on long peaked rows
+        "float16_scores": _kernel(_EX1).replace(            # q k^T accumulated in float16
+            "s = tl.dot(q, tl.trans(k)) * scale",
+            "s = tl.dot(q, tl.trans(k), out_dtype=q.dtype).to(tl.float32) * scale"),
     },
     "ex2-solution": {
         "constant": _EX2 + "    return torch.zeros_like(q)\n",
@@ -130,6 +174,7 @@ WRONG: dict[str, dict[str, str]] = {
                                 load_mask="inside & (start <= first + BLOCK_M - 1 + N_K - N_Q)"),
         "m_zero": _kernel(_EX2, causal=True, m0="0.0"),
         "upper_left_mask_only": _kernel(_EX2, causal=True, diagonal="rows[:, None]"),
+        "float16_state": _low_state(_kernel(_EX2, causal=True)),
     },
     "ex3-solution": {
         "constant": _EX3 + "    return torch.zeros(q_t.shape, dtype=q_t.dtype, device=q_t.device)\n",

@@ -4,7 +4,7 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, 
 where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
-order, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
+order, every algorithm read as gemm, bf16 read as f16, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
 model run in training mode or left in eval mode; modes or switches put back outside a finally block.
 """
@@ -200,6 +200,29 @@ WRONG: dict[str, dict[str, str]] = {
     else:
         return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
 """ + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # Every matmul or convolution read as "gemm": Winograd, FFT, implicit GEMM and convolution passes never told
+        # apart (the reviewer's wrong answer; read_trace only asks whether the algorithm is "other").
+        "algorithm_always_gemm": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+            'algorithm = "winograd"', 'algorithm = "gemm"').replace('algorithm = "fft"', 'algorithm = "gemm"').replace(
+            'algorithm = "implicit_gemm"', 'algorithm = "gemm"').replace('algorithm = "convolution"', 'algorithm = "gemm"')
+        + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # "f16" looked for before "bf16": every bfloat16 kernel reads as float16 (the reviewer's wrong answer).
+        "f16_before_bf16": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace("""\
+    elif "bf16" in low:
+        inputs = "bf16"
+""", "").replace("""\
+    else:
+        inputs = "fp32"
+""", """\
+    elif "bf16" in low:
+        inputs = "bf16"
+    else:
+        inputs = "fp32"
+""") + _EX1_GOOD_CORES + _EX1_RETURN,
+        # bfloat16 and float16 both returned as "half" (the reviewer's wrong answer).
+        "inputs_coarse": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace(
+            'inputs = "bf16"', 'inputs = "half"').replace('inputs = "fp16"', 'inputs = "half"')
+        + _EX1_GOOD_CORES + _EX1_RETURN,
         # Case-sensitive: an upper-case name is read as nothing at all.
         "case_sensitive": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
         + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,

@@ -5,7 +5,7 @@ where none computes the answer, a reading of PyTorch op names instead of kernel 
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
 order, every algorithm read as gemm, bf16 read as f16, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
-PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
+PyTorch's determinism flag alone, hooks left behind, inputs recorded after an in-place forward; the first differing output with its inputs unchecked, a
 model run in training mode or left in eval mode; modes or switches put back outside a finally block.
 """
 
@@ -81,17 +81,22 @@ def find_nondeterministic(model: nn.Module, x: torch.Tensor) -> str | None:
 def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inputs: str =
          "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True,
          enter: str = "model.eval()", restore: str = "for module, training in modes.items(): module.training = training",
-         before_run: str = "pass", after: str = "pass") -> str:
+         before_run: str = "pass", after: str = "pass", copy_inputs: str = "[t.detach().clone() for t in inputs]") -> str:
     """The model answer of Exercise 3 with one part changed."""
     body = f"""\
     names = {{module: name for name, module in model.named_modules() if name}}
     runs = []
+    seen = {{}}
+
+    def before(module, inputs):
+        seen.setdefault(module, []).append({copy_inputs})
 
     def record(module, inputs, output):
-        runs[-1].append((names[module], [t.detach().clone() for t in inputs], output.detach().clone()))
+        runs[-1].append((names[module], seen[module].pop(), output.detach().clone()))
 
     modes = {{module: module.training for module in model.modules()}}
-    handles = [module.register_forward_hook(record) for module in names]
+    handles = [module.register_forward_pre_hook(before) for module in names]
+    handles += [module.register_forward_hook(record) for module in names]
     try:
         {enter}
         with torch.no_grad():
@@ -290,6 +295,10 @@ WRONG: dict[str, dict[str, str]] = {
 """,
         # Compares values within a tolerance: the last-bit differences of atomics pass as equal.
         "typical": _ex3(compare="torch.allclose(output_0, output)"),
+        # Inputs recorded after the forward (in the forward hook): a module that changes its input in place shows
+        # changed inputs on every run, so it and every later module are skipped (the model answer of v3r3's review).
+        "inputs_after_forward": _ex3(copy_inputs="None").replace(
+            "seen[module].pop()", "[t.detach().clone() for t in inputs]"),
         # Two runs only: a kernel that changes once in 6 calls looks deterministic.
         "two_runs": _ex3(runs=2),
         # The first module, in the order they ran, whose output differs, its inputs never checked: an atomic sum in a

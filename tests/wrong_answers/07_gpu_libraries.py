@@ -6,7 +6,7 @@ simulator recognised by its class name), "visible_only" (right on the visible te
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
 order, every algorithm read as gemm, bf16 read as f16, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind, inputs recorded after an in-place forward; the first differing output with its inputs unchecked, a
-model run in training mode or left in eval mode; modes or switches put back outside a finally block.
+model run in training mode or left in eval mode; modes or switches put back outside a finally block, switches reset to defaults, a global hook left after an error.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -315,11 +315,22 @@ WRONG: dict[str, dict[str, str]] = {
         # model is left in eval mode (its frozen BatchNorm is fine, every other module is not).
         "modes_outside_finally": _ex3(restore="pass",
                                       after="for module, training in modes.items(): module.training = training"),
-        # Turns cuDNN's determinism on for the search and puts it back after the runs, not in the finally block: when
-        # a forward pass raises, cudnn.deterministic stays on for the rest of the process.
+        # Turns cuDNN's autotuning off for the search and puts it back after the runs, not in the finally block: when
+        # a forward pass raises, a learner's cudnn.benchmark = True stays off for the rest of the process.
         "switches_outside_finally": _ex3(
-            enter="model.eval(); saved = torch.backends.cudnn.deterministic; torch.backends.cudnn.deterministic = True",
-            after="torch.backends.cudnn.deterministic = saved"),
+            enter="model.eval(); saved = torch.backends.cudnn.benchmark; torch.backends.cudnn.benchmark = False",
+            after="torch.backends.cudnn.benchmark = saved"),
+        # Turns cuDNN's determinism on and "puts back" PyTorch's defaults in the finally block, not what it found: a
+        # learner's cudnn.benchmark = True is lost (the reviewer's wrong answer).
+        "switches_reset_to_default": _ex3(
+            enter="model.eval(); torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False",
+            restore="for module, training in modes.items(): module.training = training\n"
+                    "        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False"),
+        # A global module hook (register_module_forward_hook) removed after the runs, not in the finally block: after
+        # an error it stays on every module of the process (the reviewer's wrong answer).
+        "global_hook_left": _ex3(
+            enter="model.eval(); extra = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)",
+            after="extra.remove()"),
         # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
         "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.

@@ -4,9 +4,9 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, 
 where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
-order, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
-PyTorch's determinism flag alone, hooks left behind; the first differing output with its inputs unchecked, a
-model run in training mode or left in eval mode; modes or switches put back outside a finally block.
+order, every algorithm read as gemm, bf16 read as f16, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
+PyTorch's determinism flag alone, hooks left behind, inputs recorded after an in-place forward; the first differing output with its inputs unchecked, a
+model run in training mode or left in eval mode; modes or switches put back outside a finally block, switches reset to defaults, a global hook left after an error.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -81,17 +81,22 @@ def find_nondeterministic(model: nn.Module, x: torch.Tensor) -> str | None:
 def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inputs: str =
          "all(torch.equal(a, b) for a, b in zip(inputs_0, inputs))", cleanup: bool = True,
          enter: str = "model.eval()", restore: str = "for module, training in modes.items(): module.training = training",
-         before_run: str = "pass", after: str = "pass") -> str:
+         before_run: str = "pass", after: str = "pass", copy_inputs: str = "[t.detach().clone() for t in inputs]") -> str:
     """The model answer of Exercise 3 with one part changed."""
     body = f"""\
     names = {{module: name for name, module in model.named_modules() if name}}
     runs = []
+    seen = {{}}
+
+    def before(module, inputs):
+        seen.setdefault(module, []).append({copy_inputs})
 
     def record(module, inputs, output):
-        runs[-1].append((names[module], [t.detach().clone() for t in inputs], output.detach().clone()))
+        runs[-1].append((names[module], seen[module].pop(), output.detach().clone()))
 
     modes = {{module: module.training for module in model.modules()}}
-    handles = [module.register_forward_hook(record) for module in names]
+    handles = [module.register_forward_pre_hook(before) for module in names]
+    handles += [module.register_forward_hook(record) for module in names]
     try:
         {enter}
         with torch.no_grad():
@@ -200,6 +205,29 @@ WRONG: dict[str, dict[str, str]] = {
     else:
         return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
 """ + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # Every matmul or convolution read as "gemm": Winograd, FFT, implicit GEMM and convolution passes never told
+        # apart (the reviewer's wrong answer; read_trace only asks whether the algorithm is "other").
+        "algorithm_always_gemm": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+            'algorithm = "winograd"', 'algorithm = "gemm"').replace('algorithm = "fft"', 'algorithm = "gemm"').replace(
+            'algorithm = "implicit_gemm"', 'algorithm = "gemm"').replace('algorithm = "convolution"', 'algorithm = "gemm"')
+        + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # "f16" looked for before "bf16": every bfloat16 kernel reads as float16 (the reviewer's wrong answer).
+        "f16_before_bf16": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace("""\
+    elif "bf16" in low:
+        inputs = "bf16"
+""", "").replace("""\
+    else:
+        inputs = "fp32"
+""", """\
+    elif "bf16" in low:
+        inputs = "bf16"
+    else:
+        inputs = "fp32"
+""") + _EX1_GOOD_CORES + _EX1_RETURN,
+        # bfloat16 and float16 both returned as "half" (the reviewer's wrong answer).
+        "inputs_coarse": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace(
+            'inputs = "bf16"', 'inputs = "half"').replace('inputs = "fp16"', 'inputs = "half"')
+        + _EX1_GOOD_CORES + _EX1_RETURN,
         # Case-sensitive: an upper-case name is read as nothing at all.
         "case_sensitive": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
         + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
@@ -267,6 +295,10 @@ WRONG: dict[str, dict[str, str]] = {
 """,
         # Compares values within a tolerance: the last-bit differences of atomics pass as equal.
         "typical": _ex3(compare="torch.allclose(output_0, output)"),
+        # Inputs recorded after the forward (in the forward hook): a module that changes its input in place shows
+        # changed inputs on every run, so it and every later module are skipped (the model answer of v3r3's review).
+        "inputs_after_forward": _ex3(copy_inputs="None").replace(
+            "seen[module].pop()", "[t.detach().clone() for t in inputs]"),
         # Two runs only: a kernel that changes once in 6 calls looks deterministic.
         "two_runs": _ex3(runs=2),
         # The first module, in the order they ran, whose output differs, its inputs never checked: an atomic sum in a
@@ -283,11 +315,22 @@ WRONG: dict[str, dict[str, str]] = {
         # model is left in eval mode (its frozen BatchNorm is fine, every other module is not).
         "modes_outside_finally": _ex3(restore="pass",
                                       after="for module, training in modes.items(): module.training = training"),
-        # Turns cuDNN's determinism on for the search and puts it back after the runs, not in the finally block: when
-        # a forward pass raises, cudnn.deterministic stays on for the rest of the process.
+        # Turns cuDNN's autotuning off for the search and puts it back after the runs, not in the finally block: when
+        # a forward pass raises, a learner's cudnn.benchmark = True stays off for the rest of the process.
         "switches_outside_finally": _ex3(
-            enter="model.eval(); saved = torch.backends.cudnn.deterministic; torch.backends.cudnn.deterministic = True",
-            after="torch.backends.cudnn.deterministic = saved"),
+            enter="model.eval(); saved = torch.backends.cudnn.benchmark; torch.backends.cudnn.benchmark = False",
+            after="torch.backends.cudnn.benchmark = saved"),
+        # Turns cuDNN's determinism on and "puts back" PyTorch's defaults in the finally block, not what it found: a
+        # learner's cudnn.benchmark = True is lost (the reviewer's wrong answer).
+        "switches_reset_to_default": _ex3(
+            enter="model.eval(); torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False",
+            restore="for module, training in modes.items(): module.training = training\n"
+                    "        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = False, False"),
+        # A global module hook (register_module_forward_hook) removed after the runs, not in the finally block: after
+        # an error it stays on every module of the process (the reviewer's wrong answer).
+        "global_hook_left": _ex3(
+            enter="model.eval(); extra = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)",
+            after="extra.remove()"),
         # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
         "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.

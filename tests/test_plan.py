@@ -194,7 +194,7 @@ def test_the_grader_passes_the_solution_quickly_even_with_the_helpers_blocked(ca
     with _blocked():
         cost.check_plan_choice(choose_plan, cases=[cost.example_case()])
         cost.check_plan_choice(choose_plan)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 5.0  # far above its ~0.1 s, so a loaded CI machine does not fail it
     out = capsys.readouterr()
     assert out.err == "" and f"{len(cost.hidden_cases())} case(s)" in out.out
 

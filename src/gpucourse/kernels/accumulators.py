@@ -35,6 +35,8 @@ from typing import Callable, Union
 
 import numpy as np
 
+from gpucourse.kernels.cuda_compile import _names_used
+
 _UPDATE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 
@@ -439,15 +441,6 @@ def _is_device_function(value: object) -> bool:
     """True for a @cuda.jit(device=True) function of either Numba backend."""
     options = getattr(value, "targetoptions", None)
     return bool(getattr(value, "_device", False) or (isinstance(options, dict) and options.get("device")))
-
-
-def _names_used(code: pytypes.CodeType) -> set:
-    """Global names a code object (and the code nested in it) may look up."""
-    names = set(code.co_names)
-    for constant in code.co_consts:
-        if isinstance(constant, pytypes.CodeType):
-            names |= _names_used(constant)
-    return names
 
 
 def _for_njit(function: pytypes.FunctionType, done: dict) -> pytypes.FunctionType:

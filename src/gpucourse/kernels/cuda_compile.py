@@ -66,6 +66,7 @@ def _is_cuda_module(value: object) -> bool:
 
 
 def _names_used(code: pytypes.CodeType) -> set:
+    """Global names a code object (and the code nested in it) may look up."""
     names = set(code.co_names)
     for constant in code.co_consts:
         if isinstance(constant, pytypes.CodeType):

@@ -168,6 +168,7 @@ def test_the_recorder_measures_every_topic_on_the_gpu():
     memories = [row["memory"] for row in data["figures"]["transfer"]["rows"]]
     assert memories.count("pinned") == memories.count("pageable") > 0
     assert [row["benchmark"] for row in data["figures"]["cudnn_benchmark"]["rows"]] == [False, True]
+    assert len({row["layer"] for row in data["figures"]["cudnn_benchmark"]["rows"]}) == 2  # a fresh shape each
     steps = [row["step"] for row in data["figures"]["startup"]["rows"]]
     assert "first CUDA call (context creation)" in steps
     assert all(row["speedup"] > 0 for row in data["figures"]["speedup"]["rows"])

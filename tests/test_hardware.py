@@ -747,3 +747,13 @@ def test_tf32_matmuls_sets_the_flag_inside_the_block_and_restores_it_even_on_err
     with pytest.raises(RuntimeError), hardware.tf32_matmuls(torch, False):
         raise RuntimeError("inside")
     assert torch.backends.cuda.matmul.allow_tf32 is True
+
+
+def test_tf32_matmuls_uses_the_new_switch_where_torch_has_it():
+    from types import SimpleNamespace
+
+    matmul = SimpleNamespace(fp32_precision="ieee")
+    torch = SimpleNamespace(backends=SimpleNamespace(cuda=SimpleNamespace(matmul=matmul)))
+    with hardware.tf32_matmuls(torch, True):
+        assert matmul.fp32_precision == "tf32"
+    assert matmul.fp32_precision == "ieee" and not hasattr(matmul, "allow_tf32")

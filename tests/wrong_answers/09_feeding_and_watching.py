@@ -16,7 +16,7 @@ def make_fast_loader(dataset, batch_size: int):
 '''
 _EX2 = '''\
 def augmented_pipeline(images, labels, decode, augment, batch_size: int):
-    """tf.data: decode once (in parallel, cached), then every epoch: reshuffle, batch, augment, prefetch."""
+    """A tf.data.Dataset of (x, label) batches for many epochs: decoded once, augmented and reshuffled every epoch."""
 '''
 _EX3 = '''\
 def diagnose_trace(trace: throttle.TrainingTrace) -> list:
@@ -151,6 +151,37 @@ WRONG: dict[str, dict[str, str]] = {
         # Decodes one image at a time (a sequential map).
         "sequential_decode": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).map(decode).cache()
+    dataset = dataset.shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: the reviewer's answer: a fixed shuffle buffer, a "parallel" map of one call, augment unmapped.
+        "r2_reviewer": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=1).cache().shuffle(1000).batch(batch_size)
+    return ds.map(augment).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: a fixed shuffle buffer of 1,000, as many tutorials write it.
+        "r2_fixed_shuffle_buffer": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(1000).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: num_parallel_calls=1: a ParallelMapDataset that decodes one image at a time.
+        "r2_one_parallel_call": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=1).cache().shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: prefetch(0): a PrefetchDataset that prepares nothing ahead.
+        "r2_prefetch_zero": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(0)
+''',
+        # Review v3r2: an identity map in parallel, then the decode one image at a time.
+        "r2_identity_parallel_map": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(lambda x, y: (x, y), num_parallel_calls=tf.data.AUTOTUNE).map(decode).cache()
     dataset = dataset.shuffle(len(images)).batch(batch_size)
     return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 ''',

@@ -102,6 +102,12 @@ WRONG: dict[str, dict[str, str]] = {
 
     return Rotating()
 ''',
+        # Review v3r2 (m2): decoded once and reshuffled, but each batch flattened to (batch_size, pixels).
+        "r2_flattened": _EX1 + _DECODE_ONCE + '''\
+    x = x.reshape(len(x), -1)
+    batches = BatchSampler(RandomSampler(range(len(y))), batch_size, drop_last=False)
+    return DataLoader(TensorDataset(x, y), sampler=batches, batch_size=None)
+''',
     },
     "ex2-solution": {
         # A fixed little dataset, whatever the images.

@@ -202,6 +202,24 @@ def test_each_cause_of_a_run_leaves_its_signature_only_after_its_onset():
     assert median_of(steady, "gpu_mem_used", (0, 1)) > 0.95 * 15
 
 
+def test_a_cause_can_clear_show_no_fall_and_checkpoints_wait_one_interval():
+    def median_of(trace, key, epochs):
+        per = round(trace.epoch_s / trace.interval_s)
+        return statistics.median(trace.series(key)[epochs[0] * per:epochs[1] * per])
+
+    cleared = throttle.make_run([("thermal", 60, 0.4, 240)], device="L4", seed=5)
+    first = median_of(cleared, "throughput", (0, 1))
+    assert median_of(cleared, "throughput", (2, 4)) < 0.85 * first
+    assert median_of(cleared, "throughput", (6, 10)) > 0.95 * first
+    assert monitor.reason_shares(cleared.samples[-24:]).get("thermal", 0) < 0.1
+    quiet = throttle.make_run([("memory_thrash", 120, 0.03)], device="A100", seed=6)
+    assert median_of(quiet, "gpu_mem_used", (5, 10)) > 0.97 * 40
+    assert median_of(quiet, "throughput", (5, 10)) > 0.93 * median_of(quiet, "throughput", (0, 1))
+    saved = throttle.make_run([], device="T4", seed=7, outliers=False, checkpoint_every=2)
+    assert [saved.data_wait[k * 12] > 0.4 for k in range(6)] == [False, True, False, True, False, True]
+    assert max(saved.data_wait[k * 12 + 1] for k in range(10)) < 0.1
+
+
 def test_a_run_plots_its_memory_and_page_cache_too():
     import matplotlib
 
@@ -220,7 +238,9 @@ def test_a_run_plots_its_memory_and_page_cache_too():
     (lambda: throttle.make_run([("thermal", 100), ("thermal", 300)]), r"^each cause at most once"),
     (lambda: throttle.make_run([("thermal", 30)]), r"^onset of 'thermal' must lie between one epoch"),
     (lambda: throttle.make_run([("thermal", 500)]), r"^onset of 'thermal' must lie between one epoch"),
-    (lambda: throttle.make_run([("thermal", 100, 0.9)]), r"^drop must be a share between 0.15 and 0.6"),
+    (lambda: throttle.make_run([("thermal", 100, 0.9)]), r"^drop of .thermal. must be a share between 0.02 and 0.6"),
+    (lambda: throttle.make_run([("thermal", 100, 0.3, 100)]), r"^end_s of .thermal. must lie after its onset"),
+    (lambda: throttle.make_run(checkpoint_every=0), r"^checkpoint_every"),
     (lambda: throttle.make_run(drop=0.05), r"^drop must be a share between 0.15 and 0.6"),
     (lambda: throttle.make_run(epoch_s=20), r"^epoch_s must be a whole number of at least 8 intervals"),
     (lambda: throttle.make_run(seconds=200), r"^seconds must cover at least 4 epochs"),

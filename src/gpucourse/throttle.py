@@ -1,4 +1,4 @@
-"""Made-up training traces for diagnosing why throughput fell (lesson 09_feeding_and_watching, Exercise 4).
+"""Made-up training traces for diagnosing why throughput fell (lesson 09_feeding_and_watching, Exercise 3).
 
 A trace is what an engineer collects while a training loop runs: the loop's own throughput and how long it waited
 for its next batch, beside what NVML reports every interval (utilisation, SM clock, power, temperature, clock-event
@@ -310,15 +310,20 @@ def _run_metrics(device: FakeDevice, util: float, clock: float, graphics: float,
 
 def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_s: float = 5.0,
              epoch_s: float = 60.0, drop: float = 0.3, capped: bool = False, reserved: bool = False,
-             outliers: bool = True, seed: int = 0) -> TrainingTrace:
+             outliers: bool = True, checkpoint_every: int | None = None, seed: int = 0) -> TrainingTrace:
     """A made-up long training run on which each of ``causes`` starts at its own time and shows only over time.
 
-    ``causes``: ``(cause, onset_s)`` pairs (or ``(cause, onset_s, drop)``), cause one of RUN_CAUSES, each cause at
-    most once. Before its onset a cause leaves no mark on the throughput; its precursor may show (the temperature or
-    the GPU memory rising, the page cache filling). ``capped`` holds the card at its power limit from the first
+    ``causes``: ``(cause, onset_s)`` pairs (or ``(cause, onset_s, drop)``, or ``(cause, onset_s, drop, end_s)``),
+    cause one of RUN_CAUSES, each cause at most once. Before its onset a cause leaves no mark on the throughput; its
+    precursor may show (the temperature or the GPU memory rising, the page cache filling). A cause's own ``drop`` may
+    be as small as 0.02: below 0.1 its signature shows (a reason set, memory full, data waits) but the run does not
+    slow down by more than 10 %. ``end_s`` clears the cause from then on (a fan ramp ends a thermal excursion, the
+    page cache stops missing, the leak is freed): the run recovers. ``capped`` holds the card at its power limit from the first
     interval, and ``reserved`` keeps the GPU memory nearly full from the start (TensorFlow reserves it): neither
     slows the run down. ``outliers`` adds noise a single reading would be fooled by: a checkpoint save in the middle
     of an epoch, a clock-event reason set for one interval, and a slow last interval (half of the seeds).
+    ``checkpoint_every`` saves a checkpoint at the start of every n-th epoch from the second on: its first interval
+    is slow and waits, the next one does not (one waiting interval is not a worker restart).
     """
     spec = FAKE_DEVICES[one_of("device", device, tuple(FAKE_DEVICES))]
     interval_s = positive_number("interval_s", interval_s)
@@ -331,20 +336,26 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
         raise ValueError(f"seconds must cover at least 4 epochs of {epoch_s} s, got {seconds}")
     if not (isinstance(drop, (int, float)) and 0.15 <= drop <= 0.6):
         raise ValueError(f"drop must be a share between 0.15 and 0.6, got {drop!r}")
-    plan: dict[str, tuple[float, float]] = {}
+    if checkpoint_every is not None:
+        checkpoint_every = positive_int("checkpoint_every", checkpoint_every)
+    plan: dict[str, tuple[float, float, float]] = {}
     for entry in causes:
-        if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
-            raise ValueError(f"causes must hold (cause, onset_s) or (cause, onset_s, drop) pairs, got {entry!r}")
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3, 4):
+            raise ValueError(f"causes must hold (cause, onset_s), (cause, onset_s, drop) or (cause, onset_s, drop, "
+                             f"end_s), got {entry!r}")
         name = one_of("cause", entry[0], RUN_CAUSES)
-        onset, share = float(entry[1]), float(entry[2]) if len(entry) == 3 else drop
+        onset, share = float(entry[1]), float(entry[2]) if len(entry) >= 3 else drop
+        end = float(entry[3]) if len(entry) == 4 else float("inf")
         if name in plan:
             raise ValueError(f"each cause at most once, got {name!r} twice")
         if not epoch_s <= onset <= seconds - 3 * epoch_s:
             raise ValueError(f"onset of {name!r} must lie between one epoch and three epochs before the end, got "
                              f"{onset}")
-        if not 0.15 <= share <= 0.6:
-            raise ValueError(f"drop must be a share between 0.15 and 0.6, got {share!r}")
-        plan[name] = (onset, share)
+        if not 0.02 <= share <= 0.6:
+            raise ValueError(f"drop of {name!r} must be a share between 0.02 and 0.6, got {share!r}")
+        if end != float("inf") and not onset + interval_s <= end <= seconds:
+            raise ValueError(f"end_s of {name!r} must lie after its onset and within the run, got {end}")
+        plan[name] = (onset, share, end)
     rng = random.Random(seed)
     cache_max = rng.choice((12.0, 24.0, 48.0))
     memory_start = spec.memory_gib * (rng.uniform(0.96, 0.975) if reserved else rng.uniform(0.35, 0.6))
@@ -357,8 +368,8 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
     throughput, waits, samples = [], [], []
 
     def share_after(cause: str, t: float, ramp_s: float) -> float:
-        """0 before the cause's onset, rising to 1 over ramp_s after it (a jump of 0.3 at the onset)."""
-        if cause not in plan or t < plan[cause][0]:
+        """0 before the cause's onset and after its end, rising to 1 over ramp_s after the onset (a jump of 0.3)."""
+        if cause not in plan or not plan[cause][0] <= t < plan[cause][2]:
             return 0.0
         return min(1.0, 0.3 + (t - plan[cause][0]) / ramp_s)
 
@@ -372,8 +383,8 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
         cache = cache_max * fill * rng.uniform(0.985, 1.0)
         disk = rng.uniform(150, 400) if t < 2 * epoch_s or "page_cache" in plan else rng.uniform(0, 20)
         if "thermal" in plan:
-            onset, share = plan["thermal"]
-            if t >= onset - 2 * epoch_s:  # the fan can no longer keep up: the card heats towards its slowdown point
+            onset, share, end = plan["thermal"]
+            if onset - 2 * epoch_s <= t < end:  # the fan cannot keep up: the card heats to its slowdown point
                 target = spec.slowdown_c + 1
             f = share_after("thermal", t, 2 * epoch_s)
             if f > 0:
@@ -382,10 +393,11 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
                 power *= 1 - 0.5 * share * f
                 mask |= _SW_THERMAL if rng.random() < 0.85 else (_HW_THERMAL | _SW_THERMAL)
         if "power_cap" in plan:
-            onset, share = plan["power_cap"]
-            target = max(target, spec.slowdown_c - rng.uniform(3, 7))  # hot, but below the slowdown point
+            onset, share, end = plan["power_cap"]
             f = share_after("power_cap", t, 2 * epoch_s)
-            power = spec.power_limit_w * (base_power + (1 - base_power) * min(1.0, t / onset))
+            if t < end:
+                target = max(target, spec.slowdown_c - rng.uniform(3, 7))  # hot, but below the slowdown point
+                power = spec.power_limit_w * (base_power + (1 - base_power) * min(1.0, t / onset))
             if f > 0:
                 speed *= 1 - share * f
                 clock = min(clock, spec.max_sm_mhz * (1 - share * f) * rng.uniform(0.98, 1.02))
@@ -395,9 +407,11 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
             power, mask = spec.power_limit_w * rng.uniform(0.985, 1.005), mask | _POWER_CAP
             clock = min(clock, spec.max_sm_mhz * rng.uniform(0.78, 0.82))
         if "memory_thrash" in plan:
-            onset, share = plan["memory_thrash"]
+            onset, share, end = plan["memory_thrash"]
             full = spec.memory_gib * rng.uniform(0.975, 0.995)
             memory = memory_start + (full - memory_start) * min(1.0, t / onset) if t < onset else full
+            if t >= end:  # the leak is freed
+                memory = memory_start * rng.uniform(0.995, 1.005)
             f = share_after("memory_thrash", t, epoch_s)
             if f > 0:  # the allocator frees its cache and retries: every step waits for the GPU to drain
                 speed *= 1 - share * f
@@ -407,7 +421,7 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
             memory = memory_start * rng.uniform(0.995, 1.005)
         temp += (target - temp) * (interval_s / 40) + rng.gauss(0, 0.3)
         if "page_cache" in plan:
-            onset, share = plan["page_cache"]
+            onset, share, _ = plan["page_cache"]
             f = share_after("page_cache", t, epoch_s)
             if f > 0:  # the page cache is full: every read goes to disk, and the loop waits for its batches
                 speed *= 1 - share * f
@@ -418,14 +432,16 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
                 if rng.random() < 0.5:
                     mask, clock = mask | _IDLE, spec.max_sm_mhz * rng.uniform(0.35, 0.6)
         if "worker_restart" in plan:
-            onset, _ = plan["worker_restart"]
+            onset, _, end = plan["worker_restart"]
             start = i % per_epoch
-            if t >= onset and i >= per_epoch and start < 2:  # new workers start and import everything again
+            if onset <= t < end and i >= per_epoch and start < 2:  # new workers start and import everything again
                 speed *= rng.uniform(0.05, 0.2)
                 wait, util = rng.uniform(0.85, 0.98), rng.uniform(2, 12)
                 power *= 0.45
                 mask, clock = mask | _IDLE, spec.max_sm_mhz * rng.uniform(0.3, 0.5)
-        if i == checkpoint:
+        epoch, start = divmod(i, per_epoch)
+        saving = bool(checkpoint_every) and epoch >= 1 and start == 0 and (epoch - 1) % checkpoint_every == 0
+        if i == checkpoint or saving:
             speed *= rng.uniform(0.3, 0.5)
             wait, util = max(wait, rng.uniform(0.5, 0.7)), util * 0.5
         if i == flicker:

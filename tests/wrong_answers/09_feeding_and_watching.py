@@ -16,7 +16,7 @@ def make_fast_loader(dataset, batch_size: int):
 '''
 _EX2 = '''\
 def augmented_pipeline(images, labels, decode, augment, batch_size: int):
-    """tf.data: decode once (in parallel, cached), then every epoch: reshuffle, batch, augment, prefetch."""
+    """A tf.data.Dataset of (x, label) batches for many epochs: decoded once, augmented and reshuffled every epoch."""
 '''
 _EX3 = '''\
 def diagnose_trace(trace: throttle.TrainingTrace) -> list:
@@ -102,6 +102,12 @@ WRONG: dict[str, dict[str, str]] = {
 
     return Rotating()
 ''',
+        # Review v3r2 (m2): decoded once and reshuffled, but each batch flattened to (batch_size, pixels).
+        "r2_flattened": _EX1 + _DECODE_ONCE + '''\
+    x = x.reshape(len(x), -1)
+    batches = BatchSampler(RandomSampler(range(len(y))), batch_size, drop_last=False)
+    return DataLoader(TensorDataset(x, y), sampler=batches, batch_size=None)
+''',
     },
     "ex2-solution": {
         # A fixed little dataset, whatever the images.
@@ -151,6 +157,37 @@ WRONG: dict[str, dict[str, str]] = {
         # Decodes one image at a time (a sequential map).
         "sequential_decode": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).map(decode).cache()
+    dataset = dataset.shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: the reviewer's answer: a fixed shuffle buffer, a "parallel" map of one call, augment unmapped.
+        "r2_reviewer": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=1).cache().shuffle(1000).batch(batch_size)
+    return ds.map(augment).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: a fixed shuffle buffer of 1,000, as many tutorials write it.
+        "r2_fixed_shuffle_buffer": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(1000).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: num_parallel_calls=1: a ParallelMapDataset that decodes one image at a time.
+        "r2_one_parallel_call": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=1).cache().shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r2: prefetch(0): a PrefetchDataset that prepares nothing ahead.
+        "r2_prefetch_zero": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(len(images)).batch(batch_size)
+    return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(0)
+''',
+        # Review v3r2: an identity map in parallel, then the decode one image at a time.
+        "r2_identity_parallel_map": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(lambda x, y: (x, y), num_parallel_calls=tf.data.AUTOTUNE).map(decode).cache()
     dataset = dataset.shuffle(len(images)).batch(batch_size)
     return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 ''',
@@ -217,6 +254,64 @@ WRONG: dict[str, dict[str, str]] = {
         # The right causes, named alphabetically instead of in the order they began.
         "unordered": _EX3 + _EX3_EPOCHS + '''\
     return sorted(began)
+''',
+        # Review v3r2: the model answer without "it lasts": a cause counts from one epoch.
+        "r2_no_lasts": _EX3 + _EX3_EPOCHS.replace("if len(epochs) >= 2", "") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r2: the model answer without "it slows the run down": a signature counts with no fall.
+        "r2_no_slowdown": _EX3 + _EX3_EPOCHS.replace("if np.median(speed[window]) >= 0.9 * first:", "if False:") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r2: a worker restart read from the first interval of each epoch alone (a checkpoint fools it).
+        "r2_worker_restart_single_first_interval": _EX3 + _EX3_EPOCHS.replace(
+            "min(wait[k * per:k * per + 2])", "wait[k * per]") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r2: signatures against the first epoch, first seen; no throughput read, nothing must last.
+        "r2_no_throughput_no_persistence": _EX3 + '''\
+    per = round(trace.epoch_s / trace.interval_s)
+    wait = np.asarray(trace.data_wait)
+    mem = np.array([s.value("gpu_mem_used") / s.value("gpu_mem_total") for s in trace.samples])
+    first_seen = {}
+    r0 = monitor.reason_shares(trace.samples[:per])
+    for k in range(1, len(trace) // per):
+        window = slice(k * per, (k + 1) * per)
+        r = monitor.reason_shares(trace.samples[window])
+        if r.get("thermal", 0) > 0.5 and r0.get("thermal", 0) < 0.5:
+            first_seen.setdefault("thermal", k)
+        if r.get("power cap", 0) > 0.5 and r0.get("power cap", 0) < 0.5:
+            first_seen.setdefault("power_cap", k)
+        if np.median(wait[window]) > 0.1:
+            first_seen.setdefault("page_cache", k)
+        if wait[k * per] > 0.5 and wait[k * per + 1] > 0.5:
+            first_seen.setdefault("worker_restart", k)
+        if np.median(mem[window]) > 0.95 and np.median(mem[:per]) < 0.95:
+            first_seen.setdefault("memory_thrash", k)
+    return sorted(first_seen, key=first_seen.get)
+''',
+        # Review v3r2: the causes of the last epoch only (a cause that cleared is missed).
+        "r2_last_epoch_reasons": _EX3 + _EX3_EPOCHS.replace(
+            "for k in range(1, len(trace) // per):", "for k in [len(trace) // per - 1]:").replace(
+            "if len(epochs) >= 2", "") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r2: the second half of the run against the first epoch, as one window.
+        "r2_halves": _EX3 + '''\
+    per = round(trace.epoch_s / trace.interval_s)
+    speed, wait = np.asarray(trace.throughput), np.asarray(trace.data_wait)
+    half = slice(len(trace) // 2, len(trace))
+    if np.median(speed[half]) >= 0.9 * np.median(speed[:per]):
+        return []
+    first, later = monitor.reason_shares(trace.samples[:per]), monitor.reason_shares(trace.samples[half])
+    memory = [s.value("gpu_mem_used") / s.value("gpu_mem_total") for s in trace.samples]
+    causes = [cause for cause, word in (("thermal", "thermal"), ("power_cap", "power cap"))
+              if later.get(word, 0) >= 0.5 > first.get(word, 0)]
+    if np.median(wait[half]) >= 0.1:
+        causes.append("page_cache")
+    if np.median(memory[half]) >= 0.95 > np.median(memory[:per]):
+        causes.append("memory_thrash")
+    return causes
 ''',
     },
 }

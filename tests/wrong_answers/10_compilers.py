@@ -333,7 +333,7 @@ _EX3_HEAD = '''\
 def kernel_traffic(code: str) -> list:
     """One {"kernel", "read", "written"} per launch of a generated kernel in inductor's CPU code, in launch order."""
 '''
-_EX3_BODY = '    import math\n    import re\n\n    itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}\n    kernels = {}   # name -> [(in_ptr | out_ptr | in_out_ptr, bytes per element)] in the order of its parameters\n    for name, source in re.findall(r"^(\\w+) = async_compile\\.cpp_pybinding\\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):\n        params = re.search(r\'extern "C"\\s+void\\s+kernel\\((.*?)\\)\', source, re.S).group(1)\n        kernels[name] = [(kind, itemsize[ctype]) for ctype, kind in\n                         re.findall(r"(?:const\\s+)?([\\w:]+)\\s*\\*\\s*(in_out_ptr|in_ptr|out_ptr)\\d+", params)]\n\n    def elements(sizes):\n        return math.prod(int(size) for size in sizes.replace(" ", "").split(",") if size)\n\n    size = {}      # buffer name -> elements\n    launches = []\n    for line in code[code.index("def call("):].splitlines():\n        line = line.strip()\n        if match := re.match(r"(?:assert_size_stride\\(|(\\w+) = empty_strided\\w*\\()(\\w+)?,? ?\\(([^)]*)\\)", line):\n            size[match.group(1) or match.group(2)] = elements(match.group(3))\n        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):\n            size[match.group(1)] = size[match.group(2)]\n        elif match := re.match(r"(\\w+) = reinterpret_tensor\\(\\w+, \\(([^)]*)\\)", line):\n            size[match.group(1)] = elements(match.group(2))     # a view into a buffer (a cat\'s part): its own size\n        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:\n            read = written = 0\n            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):\n                read += size[buffer] * nbytes if kind != "out_ptr" else 0\n                written += size[buffer] * nbytes if kind != "in_ptr" else 0\n            launches.append({"kernel": match.group(1), "read": read, "written": written})\n    return launches\n'
+_EX3_BODY = '    import math\n    import re\n\n    itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}\n    kernels = {}   # name -> [(in_ptr | out_ptr | in_out_ptr, bytes per element)] in the order of its parameters\n    for name, source in re.findall(r"^(\\w+) = async_compile\\.cpp_pybinding\\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):\n        params = re.search(r\'extern "C"\\s+void\\s+kernel\\((.*?)\\)\', source, re.S).group(1)\n        kernels[name] = [(kind, itemsize[ctype]) for ctype, kind in\n                         re.findall(r"(?:const\\s+)?([\\w:]+)\\s*\\*\\s*(in_out_ptr|in_ptr|out_ptr)\\d+", params)]\n\n    def elements(sizes):\n        return math.prod(int(size) for size in sizes.replace(" ", "").split(",") if size)\n\n    size = {}      # buffer name -> elements\n    launches = []\n    for line in code[code.index("def call("):].splitlines():\n        line = line.strip()\n        if match := re.match(r"(?:assert_size_stride\\(|(\\w+) = empty_strided\\w*\\()(\\w+)?,? ?\\(([^)]*)\\)", line):\n            size[match.group(1) or match.group(2)] = elements(match.group(3))\n        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):\n            size[match.group(1)] = size[match.group(2)]\n        elif match := re.match(r"(\\w+) = reinterpret_tensor\\(\\w+, \\(([^)]*)\\)", line):\n            size[match.group(1)] = elements(match.group(2))     # a view into a buffer (a cat\'s part): its own size\n        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:\n            read = written = 0\n            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):\n                read += size[buffer] * nbytes if kind != "out_ptr" else 0\n                written += size[buffer] * nbytes if kind != "in_ptr" else 0\n            launches.append({"kernel": match.group(1), "read": read, "written": written})\n    return launches\n'
 
 
 def _ex3(old: str, new: str) -> str:
@@ -376,11 +376,11 @@ WRONG["ex3-solution"] = {
                                  "written": elements(view[1]) * 4})
         elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):'''),
     # Elements instead of bytes.
-    "elements": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}''',
-                     '''itemsize = {"float": 1, "at::Half": 1, "at::BFloat16": 1}'''),
+    "elements": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}''',
+                     '''itemsize = {"float": 1, "at::Half": 1, "at::BFloat16": 1, "bool": 1}'''),
     # Every element taken as 4 bytes: the dtype ignored.
-    "ignores_dtype": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}''',
-                          '''itemsize = {"float": 4, "at::Half": 4, "at::BFloat16": 4}'''),
+    "ignores_dtype": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}''',
+                          '''itemsize = {"float": 4, "at::Half": 4, "at::BFloat16": 4, "bool": 4}'''),
     # An in-place kernel (in_out_ptr) counted as a write only.
     "in_out_once": _ex3('''if kind != "out_ptr" else 0''', '''if kind == "in_ptr" else 0'''),
     # Library calls counted as kernels too (extern_kernels.mm, aten.sort).
@@ -389,6 +389,20 @@ WRONG["ex3-solution"] = {
     "no_alias": _ex3('''        elif match := re.match(r"(\\w+) = reinterpret_tensor\\(\\w+, \\(([^)]*)\\)", line):
             size[match.group(1)] = elements(match.group(2))     # a view into a buffer (a cat's part): its own size
 ''', ""),
+    # v3r2's reviewer (major 9): a buffer counted once per module, not once per kernel: the second kernel that
+    # reads an input is charged nothing for it.
+    "r2_once_per_module": _ex3('''    launches = []
+''', '''    launches = []
+    counted = set()
+''').replace('''            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):
+''', '''            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):
+                if buffer in counted:
+                    continue
+                counted.add(buffer)
+'''),
+    # v3r2's model answer: the three float types only; a bool result (x * 2 > 0) fails with a KeyError.
+    "r2_no_bool": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}''',
+                       '''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}'''),
     "extern_counted": _ex3('''        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:''',
                            '''        elif "extern_kernels." in line or "torch.ops.aten." in line:
             launches.append({"kernel": line.split("(")[0].split()[-1], "read": 0, "written": 0})

@@ -86,15 +86,15 @@ def test_break_report_of_the_noisy_mlp_and_its_fix(capfd):
 def test_run_steady_compiles_once_over_steps_and_batch_sizes(capsys):
     torch.manual_seed(1)
     model = compilers.NoisyMLP(dim=6, warmup=3)
-    batches = [torch.randn(5, 6), torch.randn(5, 6), torch.randn(3, 6)]
+    batches = [torch.randn(5, 6), torch.randn(5, 6), torch.randn(3, 6), torch.randn(1, 6)]   # a last batch of 1 too
     torch._dynamo.reset()
     recorder = compilers.GraphRecorder()
     with torch.no_grad():
         outputs = compilers.run_steady(model, batches, recorder)
         expected = [model(x, step=step) for step, x in enumerate(batches)]
-    assert recorder.graph_count == 1 and recorder.calls == 3
+    assert recorder.graph_count == 1 and recorder.calls == 4
     assert all(torch.allclose(o, e, atol=1e-5) for o, e in zip(outputs, expected))
-    assert capsys.readouterr().out.count("mean activation") == 3   # the eager model's log line, not the compiled one's
+    assert capsys.readouterr().out.count("mean activation") == 4   # the eager model's log line, not the compiled one's
 
 
 def test_kernel_traffic_reads_the_recorded_chains():

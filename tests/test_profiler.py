@@ -81,3 +81,30 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="loss"):
         bottleneck(prof, ("data", "loss"))
     assert set(profiler.KINDS) == {"waiting", "launch-bound", "op-bound"}
+
+
+def test_backward_on_autograd_thread_belongs_to_its_range():
+    """On a GPU autograd runs backward on its own thread: the main thread's `backward` range has no children, and
+    its operations are top-level events of another thread inside the range's time (v3r2 major 3)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def event(name, start, cpu_self, children=(), thread=1):
+        children = list(children)
+        node = SimpleNamespace(name=name, thread=thread, cpu_parent=None, device_type=DeviceType.CPU,
+                               cpu_children=children, self_cpu_time_total=cpu_self,
+                               cpu_time_total=cpu_self + sum(c.cpu_time_total for c in children))
+        node.time_range = SimpleNamespace(start=start, end=start + node.cpu_time_total)
+        for child in children:
+            child.cpu_parent = node
+        return node
+
+    forward = event("forward", 0.0, 50.0, [event("aten::addmm", 10.0, 30.0)])
+    mm = event("aten::mm", 120.0, 800.0, thread=2)
+    evaluate = event("autograd::engine::evaluate_function: MmBackward0", 110.0, 5.0,
+                     [event("MmBackward0", 115.0, 5.0, [mm], thread=2)], thread=2)
+    backward = event("backward", 100.0, 1000.0)
+    flat = [forward, *forward.cpu_children, backward, evaluate, *evaluate.cpu_children, mm]
+    prof = SimpleNamespace(events=lambda: flat)
+    assert bottleneck(prof, ["forward", "backward"]) == {"stage": "backward", "op": "aten::mm", "kind": "op-bound"}

@@ -76,6 +76,18 @@ def concat(x, y):
     return torch.cat([x * 2, torch.sin(y)])
 
 
+def sort_then_reuse(x):
+    return torch.sort(x * 2)[0] + x
+
+
+def a_slice(x):
+    return x[:, :10] * 2
+
+
+def sign_mask(x):
+    return x * 2 > 0
+
+
 CHAINS = {  # name -> (function, inputs)
     "tanh_chain": (tanh_chain, [((1000,), torch.float16)]),
     "gated": (gated, [((37, 53), torch.float32), ((53,), torch.float32)]),
@@ -89,6 +101,9 @@ CHAINS = {  # name -> (function, inputs)
     "return_a_view": (return_a_view, [((7, 11), torch.float16)]),
     "gelu_nine": (gelu_nine, [((4096,), torch.float32)]),
     "concat": (concat, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
+    "sort_then_reuse": (sort_then_reuse, [((333,), torch.float32)]),
+    "a_slice": (a_slice, [((37, 53), torch.float32)]),
+    "sign_mask": (sign_mask, [((45, 7), torch.bfloat16)]),
 }
 
 

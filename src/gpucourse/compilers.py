@@ -285,11 +285,17 @@ def steady_forward(model: NoisyMLP, x: torch.Tensor, step: torch.Tensor) -> torc
 
 
 def run_steady(model: NoisyMLP, batches: Sequence[torch.Tensor], backend: object = "eager") -> list[torch.Tensor]:
-    """:func:`steady_forward` compiled once with ``backend`` (sizes symbolic) on each batch, the step a tensor
-    (exercise 2's answer)."""
-    compiled = torch.compile(steady_forward, backend=backend, dynamic=True)
+    """:func:`steady_forward` compiled once with ``backend`` on each batch, the step a tensor (exercise 2's answer).
+    Every size but the features is *unbacked*: ``dynamic=True`` would still specialise a size of 1 and recompile
+    for a last batch of one example."""
+    compiled = torch.compile(steady_forward, backend=backend)
+    outputs = []
     with quiet():
-        return [compiled(model, x, torch.tensor(step)) for step, x in enumerate(batches)]
+        for step, x in enumerate(batches):
+            for dim in range(x.dim() - 1):
+                torch._dynamo.decorators.mark_unbacked(x, dim)
+            outputs.append(compiled(model, x, torch.tensor(step)))
+    return outputs
 
 
 # --- reading inductor's generated code (exercise 3) ----------------------------------------------------------------

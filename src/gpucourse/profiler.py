@@ -152,6 +152,19 @@ def profile_steps(step: Callable[[], object], *, steps: int = 3, warmup: int = 1
     return prof
 
 
+def _other_threads_inside(event, events) -> list:
+    """Top-level CPU events of other threads that ran inside ``event``'s time: on a GPU autograd runs backward on its
+    own thread, so a ``backward`` range has no children and its operations appear there."""
+    if getattr(event, "time_range", None) is None:
+        return []
+    start, end = event.time_range.start, event.time_range.end
+    return [other for other in events if getattr(other, "thread", event.thread) != event.thread
+            and getattr(other, "cpu_parent", None) is None
+            and getattr(other, "device_type", DeviceType.CPU) == DeviceType.CPU
+            and getattr(other, "time_range", None) is not None
+            and start <= other.time_range.start and other.time_range.end <= end]
+
+
 def bottleneck(prof, stages: Sequence[str]) -> dict:
     """The diagnosis of a profile (lesson ``10_compilers``, exercise 1): the stage with the most total CPU time
     (summed over its calls), the ``aten::`` operation with the most self CPU time inside it (any depth) and the kind
@@ -164,11 +177,12 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
     totals = dict.fromkeys(stages, 0.0)
     in_ops = dict.fromkeys(stages, 0.0)
     ops: dict[str, dict[str, list[float]]] = {name: {} for name in stages}
-    for event in prof.events():
+    events = list(prof.events())
+    for event in events:
         if event.name not in totals or getattr(event, "device_type", DeviceType.CPU) != DeviceType.CPU:
             continue                      # not a stage, or the device-side copy of a range (CUDA profiling)
         totals[event.name] += event.cpu_time_total
-        stack = list(event.cpu_children)
+        stack = list(event.cpu_children) + _other_threads_inside(event, events)
         while stack:
             child = stack.pop()
             stack.extend(child.cpu_children)

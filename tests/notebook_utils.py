@@ -38,7 +38,7 @@ def profile_variables(profile: str, cache_root: Path) -> dict[str, str]:
 SLIM_LESSONS: set[str] = set()
 # v3 lessons with 2 exercises where one is large (COURSE.md section 2): 01 left occupancy to lesson 05; 02's fusion
 # exercise is the large one.
-TWO_EXERCISE_LESSONS: set[str] = {"01_architecture", "02_roofline"}
+TWO_EXERCISE_LESSONS: set[str] = {"01_architecture", "02_roofline", "12_mixed_precision"}
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

@@ -6,453 +6,203 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 
 from wrong_answers.tampering import with_tampering
 
+_TRAIN = '''\
+def train(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, batches, loss_fn,
+          device_type: str, dtype: torch.dtype, max_norm: float = 1.0) -> list[float]:
+    """Train `model` on `batches` (pairs x, y) in mixed precision; return the loss of each step as a float."""
+'''
+
+
+def _loop(step: str, before: str = "") -> str:
+    """A train() whose loop body is `step` (indented by 8), with `before` run once before the loop."""
+    return _TRAIN + before + "    losses = []\n    for x, y in batches:\n" + step + "        losses.append(loss.item())\n    return losses\n"
+
+
+_FORWARD = '''\
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+'''
+_CLIP = "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n"
+
+_EX2_CLASS = '''\
+class DelayedScaling:
+    """Per-tensor FP8 scaling from an amax history, as in Transformer Engine's delayed scaling."""
+
+    def __init__(self, dtype: torch.dtype, history_len: int = 16, margin: int = 0) -> None:
+        self.dtype, self.history_len, self.margin = dtype, history_len, margin
+        self.amax_history: list[float] = []
+
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+'''
+_MATMUL = '''
+
+def fp8_matmul(a, b, a_scaling, b_scaling):
+    qa, scale_a = a_scaling.quantize(a)
+    qb, scale_b = b_scaling.quantize(b)
+    return (qa.float() @ qb.float()) / (scale_a * scale_b)
+'''
+
+
+def _quantize(body: str) -> str:
+    """The exercise-2 cell with quantize's body replaced (indented by 8) and the right fp8_matmul."""
+    return _EX2_CLASS + body + _MATMUL
+
+
+_RIGHT_SCALE = '''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        known = max(self.amax_history) if self.amax_history else amax
+        scale = fmt_max / known / 2.0**self.margin if known > 0 else 1.0
+'''
+_RETURN = '''\
+        self.amax_history = (self.amax_history + [amax])[-self.history_len:]
+        return q, torch.tensor(scale, dtype=torch.float32)
+'''
+_CAST = "        q = (x.float() * scale).clamp(-fmt_max, fmt_max).to(self.dtype)\n"
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        "constant": '''\
-class DynamicLossScaler:
-    """Dynamic loss scaling: scale the loss up; skip the step and back off on inf/NaN; grow after clean steps."""
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
-        if not (init_scale > 0 and growth_factor > 1 and 0 < backoff_factor < 1 and growth_interval >= 1):
-            raise ValueError("need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1")
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.clean_steps = 0    # steps without inf/NaN since the scale last changed
-        self.skipped_steps = 0  # optimizer steps skipped because of an overflow
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """The loss multiplied by the current scale: call .backward() on this."""
-        return loss * self.scale
-
-    def unscale_and_update(self, grads: list) -> bool:
-        """Divide the gradients by the scale in place; update the scale; return True if the step may be taken."""
-        for grad in grads:
-            if grad is not None:
-                grad.div_(self.scale)
-        return True
+        # Evaluates the model on every batch and trains nothing.
+        "constant": _TRAIN + '''\
+    with torch.autocast(device_type=device_type, dtype=dtype):
+        return [float(loss_fn(model(x), y)) for x, y in batches]
 ''',
-        "helper": '''\
-class DynamicLossScaler:
-    """Dynamic loss scaling: scale the loss up; skip the step and back off on inf/NaN; grow after clean steps."""
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
-        if not (init_scale > 0 and growth_factor > 1 and 0 < backoff_factor < 1 and growth_interval >= 1):
-            raise ValueError("need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1")
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.clean_steps = 0    # steps without inf/NaN since the scale last changed
-        self.skipped_steps = 0  # optimizer steps skipped because of an overflow
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """The loss multiplied by the current scale: call .backward() on this."""
-        return loss * self.scale
-
-    def unscale_and_update(self, grads: list) -> bool:
-        """Divide the gradients by the scale in place; update the scale; return True if the step may be taken."""
+        # The course's op recorder runs the forward pass under autocast: off limits.
+        "helper": _loop('''\
         from gpucourse import precision
 
-        present = [grad for grad in grads if grad is not None]
-        for grad in present:
-            grad.div_(self.scale)
-        report = precision.gradient_cast_report(present, "float16")   # "does anything overflow?"
-        if report.fraction("overflow") > 0:
-            self.scale *= self.backoff_factor
-            self.clean_steps = 0
-            self.skipped_steps += 1
-            return False
-        self.clean_steps += 1
-        if self.clean_steps == self.growth_interval:
-            self.scale *= self.growth_factor
-            self.clean_steps = 0
-        return True
-''',
-        "visible_only": '''\
-class DynamicLossScaler:
-    """Dynamic loss scaling: scale the loss up; skip the step and back off on inf/NaN; grow after clean steps."""
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
-        if not (init_scale > 0 and growth_factor > 1 and 0 < backoff_factor < 1 and growth_interval >= 1):
-            raise ValueError("need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1")
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.clean_steps = 0    # steps without inf/NaN since the scale last changed
-        self.skipped_steps = 0  # optimizer steps skipped because of an overflow
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """The loss multiplied by the current scale: call .backward() on this."""
-        return loss * self.scale
-
-    def unscale_and_update(self, grads: list) -> bool:
-        """Divide the gradients by the scale in place; update the scale; return True if the step may be taken."""
-        found_inf = False
-        for grad in grads:
-            if grad is None:
-                continue
-            grad.div_(self.scale)
-            if torch.isinf(grad).any():   # the visible test only ever uses inf
-                found_inf = True
-        if found_inf:
-            self.scale *= self.backoff_factor
-            self.skipped_steps += 1
-            return False
-        self.clean_steps += 1
-        if self.clean_steps == self.growth_interval:
-            self.scale *= self.growth_factor
-            self.clean_steps = 0
-        return True
-''',
-        "typical": '''\
-class DynamicLossScaler:
-    """Dynamic loss scaling: scale the loss up; skip the step and back off on inf/NaN; grow after clean steps."""
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
-        if not (init_scale > 0 and growth_factor > 1 and 0 < backoff_factor < 1 and growth_interval >= 1):
-            raise ValueError("need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1")
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.clean_steps = 0    # steps without inf/NaN since the scale last changed
-        self.skipped_steps = 0  # optimizer steps skipped because of an overflow
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """The loss multiplied by the current scale: call .backward() on this."""
-        return loss * self.scale
-
-    def unscale_and_update(self, grads: list) -> bool:
-        """Divide the gradients by the scale in place; update the scale; return True if the step may be taken."""
-        found_inf = False
-        for grad in grads:
-            if grad is None:
-                continue
-            grad.div_(self.scale)
-            if not torch.isfinite(grad).all():
-                found_inf = True
-        if found_inf:
-            self.scale *= self.backoff_factor
-            self.skipped_steps += 1
-            return False
-        self.clean_steps += 1
-        if self.clean_steps >= self.growth_interval:
-            self.scale *= self.growth_factor
-            self.clean_steps = 0
-        return True
-''',
-        "not_in_place": '''\
-class DynamicLossScaler:
-    """Dynamic loss scaling: scale the loss up; skip the step and back off on inf/NaN; grow after clean steps."""
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
-        if not (init_scale > 0 and growth_factor > 1 and 0 < backoff_factor < 1 and growth_interval >= 1):
-            raise ValueError("need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1")
-        self.scale = float(init_scale)
-        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.clean_steps = 0    # steps without inf/NaN since the scale last changed
-        self.skipped_steps = 0  # optimizer steps skipped because of an overflow
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """The loss multiplied by the current scale: call .backward() on this."""
-        return loss * self.scale
-
-    def unscale_and_update(self, grads: list) -> bool:
-        """Divide the gradients by the scale in place; update the scale; return True if the step may be taken."""
-        found_inf = False
-        for grad in grads:
-            if grad is None:
-                continue
-            grad = grad / self.scale
-            if not torch.isfinite(grad).all():
-                found_inf = True
-        if found_inf:
-            self.scale *= self.backoff_factor
-            self.clean_steps = 0
-            self.skipped_steps += 1
-            return False
-        self.clean_steps += 1
-        if self.clean_steps == self.growth_interval:
-            self.scale *= self.growth_factor
-            self.clean_steps = 0
-        return True
-''',
+        optimizer.zero_grad(set_to_none=True)
+        found = []
+        precision.autocast_op_dtypes(lambda: found.append(loss_fn(model(x), y)), device_type, dtype)
+        loss = found[0]
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+''' + _CLIP + '''\
+        scaler.step(optimizer)
+        scaler.update()
+'''),
+        # Right where no scaler is needed (bfloat16), as in the visible tests: no scaler at all.
+        "visible_only": _loop(_FORWARD + "        loss.backward()\n" + _CLIP + "        optimizer.step()\n"),
+        # The most common AMP bug: clipping the scaled gradients, then unscaling them.
+        "typical": _loop(_FORWARD + "        scaler.scale(loss).backward()\n" + _CLIP + '''\
+        scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+'''),
+        "update_missing": _loop(_FORWARD + "        scaler.scale(loss).backward()\n        scaler.unscale_(optimizer)\n"
+                                + _CLIP + "        scaler.step(optimizer)\n"),
+        "update_before_unscale": _loop(_FORWARD + "        scaler.scale(loss).backward()\n        scaler.update()\n"
+                                       "        scaler.unscale_(optimizer)\n" + _CLIP + "        scaler.step(optimizer)\n"),
+        "update_before_step": _loop(_FORWARD + "        scaler.scale(loss).backward()\n        scaler.unscale_(optimizer)\n"
+                                    + _CLIP + "        scaler.update()\n        scaler.step(optimizer)\n"),
+        # Unscales and clips, but steps the optimizer directly: an overflowing step is applied.
+        "no_skip_on_overflow": _loop(_FORWARD + "        scaler.scale(loss).backward()\n        scaler.unscale_(optimizer)\n"
+                                     + _CLIP + "        optimizer.step()\n        scaler.update()\n"),
+        "model_half": _loop(_FORWARD + "        scaler.scale(loss).backward()\n        scaler.unscale_(optimizer)\n" + _CLIP
+                            + "        scaler.step(optimizer)\n        scaler.update()\n", before="    model.half()\n"),
+        "loss_outside_autocast": _loop('''\
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            logits = model(x)
+        loss = loss_fn(logits, y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
+        # zero_grad after backward: every step applies a zero gradient.
+        "zero_grad_after_backward": _loop('''\
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        optimizer.zero_grad()
+        scaler.unscale_(optimizer)
+''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
+        "no_zero_grad": _loop('''\
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
+        "backward_inside_autocast_scaled_loss_returned": _loop('''\
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = scaler.scale(loss_fn(model(x), y))
+            loss.backward()
+        scaler.unscale_(optimizer)
+''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
+        "hardcoded_device": _loop('''\
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cpu", dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
     },
     "ex2-solution": {
-        "constant": '''\
-def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
-    return x.to(dtype), torch.tensor(1.0)   # no scaling at all
+        # A plain cast: scale 1 (through a module-level function, the one the tampering kinds go into).
+        "constant": "def plain_cast(x, dtype):\n    return x.float().to(dtype)\n\n\n" + _quantize('''\
+        amax = float(x.detach().abs().max())
+        scale = 1.0
+        q = plain_cast(x, self.dtype)
+''' + _RETURN),
+        # The course's just-in-time scaled cast: off limits (and no history).
+        "helper": _quantize('''\
+        from gpucourse import precision
 
-def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 values an FP8 tensor q with scale `scale` stands for."""
-    return q.float() / scale
-''',
-        "helper": '''\
-def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
-    from gpucourse import precision
-
-    return precision.scaled_fp8(x, dtype)
-
-
-def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 values an FP8 tensor q with scale `scale` stands for."""
-    from gpucourse import precision
-
-    return precision.unscale_fp8(q, scale)
-''',
-        "visible_only": '''\
-def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
-    scale = 448.0 / x.abs().max()                  # E4M3's largest value, whatever dtype asks for
-    return (x * scale).to(torch.float8_e4m3fn), scale
-
-def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 values an FP8 tensor q with scale `scale` stands for."""
-    return q.float() / scale
-''',
-        "typical": '''\
-def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
-    amax = x.max()                                 # the largest value, not the largest magnitude
-    scale = torch.finfo(dtype).max / amax
-    return (x * scale).to(dtype), scale
-
-def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 values an FP8 tensor q with scale `scale` stands for."""
-    return q.float() / scale
-''',
-        "inverted_scale": '''\
-def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
-    scale = x.abs().max() / torch.finfo(dtype).max  # upside down
-    return (x * scale).to(dtype), scale
-
-def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 values an FP8 tensor q with scale `scale` stands for."""
-    return q.float() / scale
-''',
-        "zeros_give_nan": '''\
-def to_fp8(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cast x to the FP8 format dtype with one scale for the whole tensor; return (fp8 tensor, float32 scale)."""
-    scale = torch.finfo(dtype).max / x.abs().max()  # infinite for a tensor of zeros
-    return (x * scale).to(dtype), scale
-
-def from_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 values an FP8 tensor q with scale `scale` stands for."""
-    return q.float() / scale
-''',
-    },
-    "ex3-solution": {
-        "constant": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    names = [name for name, module in model.named_modules() if next(module.children(), None) is None]
-    low = torch.bfloat16 if device_type == "cpu" else torch.float16
-    return {**{name: low for name in names}, "loss": torch.float32}
-''',
-        "helper": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    from gpucourse import precision
-
-    found = {}
-    names = {module: name for name, module in model.named_modules() if next(module.children(), None) is None}
-    handles = [module.register_forward_hook(lambda m, i, o: found.__setitem__(names[m], o.dtype)) for module in names]
-    try:
-        precision.autocast_op_dtypes(lambda: found.__setitem__("loss", F.cross_entropy(model(x), y).dtype),
-                                     device_type, dtype)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return found
-''',
-        "visible_only": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    found: dict[str, torch.dtype] = {}
-    for name, module in model.named_modules():
-        if next(module.children(), None) is None:
-            found[name] = dtype if isinstance(module, (nn.Linear, nn.ReLU)) else torch.float32
-    found["loss"] = torch.float32
-    return found
-''',
-        "typical": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    found: dict[str, torch.dtype] = {}
-    handles = []
-    for name, module in model.named_modules():
-        if next(module.children(), None) is None:
-            def record(module, inputs, output, name=name):
-                found[name] = output.dtype
-            handles.append(module.register_forward_hook(record))
-    model.to(dtype)
-    try:
-        logits = model(x.to(dtype))
-        found["loss"] = F.cross_entropy(logits, y).dtype
-    finally:
-        model.to(torch.float32)
-        for handle in handles:
-            handle.remove()
-    return found
-''',
-        "hooks_left": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    found: dict[str, torch.dtype] = {}
-    for name, module in model.named_modules():
-        if next(module.children(), None) is None:
-            def record(module, inputs, output, name=name):
-                found[name] = output.dtype
-            module.register_forward_hook(record)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        logits = model(x)
-        found["loss"] = F.cross_entropy(logits, y).dtype
-    return found
-''',
-        "fixed_dtype": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    found: dict[str, torch.dtype] = {}
-    handles = []
-    for name, module in model.named_modules():
-        if next(module.children(), None) is None:
-            def record(module, inputs, output, name=name):
-                found[name] = output.dtype
-            handles.append(module.register_forward_hook(record))
-    try:
-        with torch.autocast(device_type=device_type, dtype=torch.bfloat16 if device_type == "cpu" else torch.float16):
-            logits = model(x)
-            found["loss"] = F.cross_entropy(logits, y).dtype
-    finally:
-        for handle in handles:
-            handle.remove()
-    return found
-''',
-        "hardcoded_device": '''\
-def autocast_dtypes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device_type: str,
-                    dtype: torch.dtype) -> dict[str, torch.dtype]:
-    """Output dtype of every leaf module, and of the cross-entropy loss ('loss'), when the model runs under autocast."""
-    found: dict[str, torch.dtype] = {}
-    handles = []
-    for name, module in model.named_modules():
-        if next(module.children(), None) is None:
-            def record(module, inputs, output, name=name):
-                found[name] = output.dtype
-            handles.append(module.register_forward_hook(record))
-    try:
-        with torch.autocast(device_type=x.device.type, dtype=dtype):  # the data's device, not the one given
-            logits = model(x)
-            found["loss"] = F.cross_entropy(logits, y).dtype
-    finally:
-        for handle in handles:
-            handle.remove()
-    return found
-''',
-    },
-    "ex4-solution": {
-        "constant": '''\
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return 0.5
-''',
-        "helper": '''\
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    from gpucourse import precision
-
-    optimizer.zero_grad(set_to_none=True)
-    losses = []
-    precision.autocast_op_dtypes(lambda: losses.append(F.cross_entropy(model(x), y)), device_type, dtype)
-    scaler.scale(losses[0]).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return losses[0].item()
-''',
-        "visible_only": '''\
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    optimizer.step()   # fine while the scaler is disabled (bfloat16 on a CPU), wrong once it scales
-    scaler.update()
-    return loss.item()
-''',
-        "typical": '''\
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
-        "returns_scaled_loss": '''\
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=device_type, dtype=dtype):
-        loss = F.cross_entropy(model(x), y)
-    scaled = scaler.scale(loss)
-    scaled.backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return scaled.item()
-''',
-        "fixed_dtype": '''\
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=device_type, dtype=torch.bfloat16 if device_type == "cpu" else torch.float16):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
-        "hardcoded_device": '''\
-from torch import autocast
-
-
-def mixed_precision_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         x: torch.Tensor, y: torch.Tensor, device_type: str, dtype: torch.dtype) -> float:
-    """One training step with autocast and loss scaling; returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    with autocast("cpu", dtype=dtype):  # right on a CPU grader only
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
-''',
+        q, scale = precision.scaled_fp8(x, self.dtype)
+        self.amax_history = (self.amax_history + [float(x.abs().max())])[-self.history_len:]
+        return q, scale
+'''),
+        # The amax of the current tensor only: right on the visible first call, no delay, a spike never saturates.
+        "visible_only": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        scale = fmt_max / amax / 2.0**self.margin if amax > 0 else 1.0
+''' + _CAST + _RETURN),
+        # E4M3's maximum for every format.
+        "typical": _quantize('''\
+        fmt_max = 448.0
+        amax = float(x.detach().abs().max())
+        known = max(self.amax_history) if self.amax_history else amax
+        scale = fmt_max / known / 2.0**self.margin if known > 0 else 1.0
+''' + _CAST + _RETURN),
+        "one_scale_per_row": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        rows = x.detach().abs().amax(dim=-1, keepdim=True).float().clamp_min(1e-30)
+        scale = fmt_max / rows
+        q = (x.float() * scale).clamp(-fmt_max, fmt_max).to(self.dtype)
+        self.amax_history = (self.amax_history + [amax])[-self.history_len:]
+        return q, scale
+'''),
+        # No clamp: torch 2.13 saturates E4M3 itself, but E5M2 has inf.
+        "no_saturation": _quantize(_RIGHT_SCALE + "        q = (x.float() * scale).to(self.dtype)\n" + _RETURN),
+        # The history includes the current tensor before the scale is computed.
+        "history_updated_first": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        self.amax_history = (self.amax_history + [amax])[-self.history_len:]
+        known = max(self.amax_history)
+        scale = fmt_max / known / 2.0**self.margin if known > 0 else 1.0
+        q = (x.float() * scale).clamp(-fmt_max, fmt_max).to(self.dtype)
+        return q, torch.tensor(scale, dtype=torch.float32)
+'''),
+        "history_never_trimmed": _quantize(_RIGHT_SCALE + _CAST + '''\
+        self.amax_history = self.amax_history + [amax]
+        return q, torch.tensor(scale, dtype=torch.float32)
+'''),
+        "margin_ignored": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        known = max(self.amax_history) if self.amax_history else amax
+        scale = fmt_max / known if known > 0 else 1.0
+''' + _CAST + _RETURN),
+        "zeros_give_nan": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        known = max(self.amax_history) if self.amax_history else amax
+        scale = fmt_max / max(known, 1e-45) / 2.0**self.margin
+''' + _CAST + _RETURN),
     },
 }
 

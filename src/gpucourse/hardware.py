@@ -116,16 +116,11 @@ def has_tf32() -> bool:
 
 @contextlib.contextmanager
 def tf32_matmuls(torch, enabled: bool):
-    """Let CUDA float32 matmuls use TF32 Tensor Cores or not inside the block; the previous setting comes back after.
-
-    PyTorch 2.9 and later get the new switch (``fp32_precision``), which reads right whichever API set it; reading
-    the legacy ``allow_tf32`` after the new one was set raises there.
-    """
-    matmul = torch.backends.cuda.matmul
-    name, value = ("fp32_precision", "tf32" if enabled else "ieee") if hasattr(matmul, "fp32_precision") \
-        else ("allow_tf32", enabled)
+    """Let CUDA float32 matmuls use TF32 Tensor Cores or not inside the block; the previous setting comes back after."""
+    matmul = torch.backends.cuda.matmul  # PyTorch >= 2.9: fp32_precision (reading allow_tf32 after it is set raises)
+    name = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"
     before = getattr(matmul, name)
-    setattr(matmul, name, value)
+    setattr(matmul, name, ("tf32" if enabled else "ieee") if name == "fp32_precision" else enabled)
     try:
         yield
     finally:

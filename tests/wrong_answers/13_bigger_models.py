@@ -126,13 +126,13 @@ WRONG: dict[str, dict[str, str]] = {
     return memory.checkpointed_forward(model.layers, x, every=1)
 ''',
         "visible_only": _EX2 + '''\
-    with memory.PeakMemory() as tracker:   # plain if it fits, else every layer selective
+    with memory.PeakMemory() as tracker:   # plain if it fits, else every layer fully checkpointed
         out = model(x)
     if tracker.current <= cap:
         return out
     del out
     for layer in model.layers:
-        x = layer(x, core=lambda q, k, v, core=layer.core: checkpoint(core, q, k, v, use_reentrant=False))
+        x = checkpoint(layer, x, use_reentrant=False)
     return x
 ''',
         "typical": _EX2 + '''\

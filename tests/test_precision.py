@@ -643,3 +643,43 @@ def test_record_autocast_refuses_bad_arguments_by_name() -> None:
     with pytest.raises(TypeError, match=r"functions\[0\]"):
         with precision.record_autocast("cpu", len):
             pass
+
+
+def test_layer_activation_bytes_is_the_papers_count_and_what_pytorch_saves() -> None:
+    """Korthikanti et al.'s s·b·h·(34 + 5·a·s/h) with the defaults; with the CPU's mask size, a real layer's saved bytes."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    from gpucourse import memory
+
+    assert memory.layer_activation_bytes(2048, 1, 12288, 96) == 2048 * 12288 * (34 + 80)
+    assert memory.layer_activation_bytes(64, 2, 32, 4, dropout=False) == 64 * 2 * 32 * 32 + 2 * 4 * 64 * 64 * 2
+
+    class Layer(nn.Module):
+        def __init__(self, h, a):
+            super().__init__()
+            self.a = a
+            self.ln1, self.qkv, self.proj = nn.LayerNorm(h), nn.Linear(h, 3 * h), nn.Linear(h, h)
+            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(h), nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+
+        def forward(self, x):
+            b, s, h = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.a, h // self.a).permute(2, 0, 3, 1, 4)
+            o = F.dropout((q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(-1), 0.1) @ v
+            x = x + F.dropout(self.proj(o.transpose(1, 2).reshape(b, s, h)), 0.1)
+            return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1)
+
+    layer = Layer(16, 2)
+    skip = {p.untyped_storage().data_ptr() for p in layer.parameters()}
+    seen = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in skip and t.shape[-1] != 1:   # LayerNorm's statistics left out
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(torch.randn(3, 24, 16))
+    assert sum(seen.values()) == memory.layer_activation_bytes(24, 3, 16, 2, bytes_per_value=4, mask_bytes=4)
+    with pytest.raises(ValueError):
+        memory.layer_activation_bytes(0, 1, 16, 2)

@@ -364,6 +364,19 @@ def checkpointed_forward(blocks: Iterable[object], h: object, every: int = 1, re
     return h
 
 
+def layer_activation_bytes(s: int, b: int, h: int, a: int, bytes_per_value: int = 2, mask_bytes: int = 1,
+                           dropout: bool = True) -> int:
+    """Bytes one pre-norm transformer layer keeps for its backward pass (lesson 13_bigger_models), its input included,
+    LayerNorm's per-token statistics not: the count of Korthikanti et al. (2022), section 4.1, for ``s`` tokens, ``b``
+    sequences, hidden size ``h``, ``a`` heads, activations of ``bytes_per_value`` bytes and dropout masks of
+    ``mask_bytes`` bytes; s*b*h*(34 + 5*a*s/h) with the defaults. ``dropout=False``: a layer with no dropout."""
+    s, b, h, a = (positive_int(name, value) for name, value in (("s", s), ("b", b), ("h", h), ("a", a)))
+    value, mask = positive_int("bytes_per_value", bytes_per_value), positive_int("mask_bytes", mask_bytes)
+    per_token = 16 * value + (2 * mask if dropout else 0)        # LayerNorms, Q K V, projection, MLP (+ 2 masks)
+    per_score = value + ((value + mask) if dropout else 0)       # softmax output (+ dropout's output and mask)
+    return s * b * h * per_token + a * s * s * b * per_score
+
+
 __all__ = ["MemoryBreakdown", "tensor_memory", "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients",
            "parse_oom_message", "PeakMemory", "peak_bytes", "MemoryCap", "largest_micro_batch",
-           "checkpointed_forward"]
+           "checkpointed_forward", "layer_activation_bytes"]

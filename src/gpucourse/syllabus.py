@@ -52,7 +52,7 @@ MULTI_GPU_LESSONS: tuple[str, ...] = ("14_data_parallelism", "15_sharding")
 # Lessons whose model answers autocast, train or time in a 16-bit format on a CPU: CI grades them on a simulated CPU
 # without native bfloat16 too (tests/test_grading.py), so a slow path there cannot cost a learner points. (The
 # capstone's model answer trains in float32 on a CPU and autocasts only on a GPU.)
-LOW_PRECISION_LESSONS: tuple[str, ...] = ("12_mixed_precision", "13_bigger_models")
+LOW_PRECISION_LESSONS: tuple[str, ...] = ("12_mixed_precision",)
 
 # Each lesson of the nine-lesson course (v1) -> the lessons its material is in now.
 RENAMED: Mapping[str, tuple[str, ...]] = {

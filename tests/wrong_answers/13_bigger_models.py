@@ -6,203 +6,247 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 
 from wrong_answers.tampering import with_tampering
 
+_EX1 = '''\
+def activation_bytes(s: int, b: int, h: int, a: int, bytes_per_value: int = 2, mask_bytes: int = 1,
+                     dropout: bool = True) -> int:
+    """Bytes one TransformerLayer keeps for its backward pass, its input included, LayerNorm's statistics not."""
+'''
+_EX2 = '''\
+def fit_under_cap(model: nn.Module, x: torch.Tensor, cap: int) -> torch.Tensor:
+    """The stack's output, with checkpointing chosen so that the kept bytes fit in `cap` at the least recomputation."""
+'''
+_EX3 = '''\
+def largest_micro_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
+    """The largest m in [1, len(x)] whose training step on x[:m], y[:m] raises no torch.OutOfMemoryError (0 if none)."""
+'''
+
+# Ex2: the model answer's plan search, with `{run}` (how a layer runs in a mode) and `{kept}` (what a layer keeps)
+_EX2_SEARCH = '''\
+    b, s, h = x.shape
+    layers = list(model.layers)
+
+{run}
+{kept}
+    flops = {{"plain": 0, "selective": 4 * b * s * s * h, "full": 24 * b * s * h * h + 4 * b * s * s * h}}
+    output_bytes = x.numel() * x.element_size()
+    best = None
+    for n_full in range(len(layers) + 1):
+        for n_selective in range(len(layers) + 1 - n_full):
+            plan = ["full"] * n_full + ["selective"] * n_selective + ["plain"] * (len(layers) - n_full - n_selective)
+            total = len(layers) * output_bytes + sum(kept[mode] for mode in plan)
+            cost = sum(flops[mode] for mode in plan)
+            if total <= cap and (best is None or cost < best[0]):
+                best = (cost, plan)
+    if best is None:
+        raise torch.OutOfMemoryError(f"even full checkpointing keeps more than {{cap:,}} bytes")
+    for layer, mode in zip(layers, best[1]):
+        x = run(layer, x, mode)
+    return x
+'''
+_RUN = '''\
+    def run(layer, inputs, mode):
+        if mode == "full":
+            return checkpoint(layer, inputs, use_reentrant={reentrant})
+        if mode == "selective":
+            return layer(inputs, core=lambda q, k, v: checkpoint(layer.core, q, k, v, use_reentrant={reentrant}))
+        return layer(inputs)
+'''
+_MEASURED = '''\
+    kept = {}
+    for mode in ("plain", "selective", "full"):
+        with memory.PeakMemory() as tracker:
+            out = run(layers[0], x, mode)
+        kept[mode] = tracker.current - out.numel() * out.element_size()
+        del out
+'''
+_FORMULA = '''\
+    size = x.element_size()   # the paper's counts (no dropout), not what PyTorch keeps; the input is the previous output
+    plain = memory.layer_activation_bytes(s, b, h, layers[0].a, size, size, dropout=False)
+    kept = {"plain": plain - s * b * h * size, "selective": 15 * s * b * h * size, "full": 0}
+'''
+
+# Ex3: the model answer's bisection, with `{fits}` (one try)
+_EX3_BISECT = '''\
+{fits}
+    low, high = 0, len(x)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+'''
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        "constant": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    optimizer.zero_grad(set_to_none=True)
-    optimizer.step()
-    return 1.0
+        "constant": _EX1 + '''\
+    return 2_868_903_936   # the paper's GPT-3 layer, whatever the shape
 ''',
-        "helper": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    from gpucourse import precision
+        "helper": _EX1 + '''\
+    from gpucourse import memory
 
-    optimizer.zero_grad(set_to_none=True)
-    loss = precision.accumulate_gradients(model, x, y, micro_batch_size)
-    optimizer.step()
-    return loss
+    return memory.layer_activation_bytes(s, b, h, a, bytes_per_value, mask_bytes, dropout)
 ''',
-        "visible_only": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    optimizer.zero_grad(set_to_none=True)
-    starts = range(0, len(x), micro_batch_size)
-    total = 0.0
-    for start in starts:   # every micro-batch weighted 1/k: right only when they all have the same size
-        loss = F.cross_entropy(model(x[start:start + micro_batch_size]), y[start:start + micro_batch_size]) / len(starts)
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total
+        "visible_only": _EX1 + '''\
+    # right with dropout; without it, still counts the dropout output and the masks
+    return s * b * h * (16 * bytes_per_value + 2 * mask_bytes) + a * s * s * b * (2 * bytes_per_value + mask_bytes)
 ''',
-        "typical": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    optimizer.zero_grad(set_to_none=True)
-    total = 0.0
-    for start in range(0, len(x), micro_batch_size):   # forgets to weight: the gradient is k times too large
-        loss = F.cross_entropy(model(x[start:start + micro_batch_size]), y[start:start + micro_batch_size])
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total
+        "typical": _EX1 + '''\
+    # no quadratic term: the attention scores are forgotten
+    return s * b * h * (16 * bytes_per_value + (2 * mask_bytes if dropout else 0))
 ''',
-        "step_per_micro_batch": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    total = 0.0
-    for start in range(0, len(x), micro_batch_size):
-        optimizer.zero_grad(set_to_none=True)
-        xb, yb = x[start:start + micro_batch_size], y[start:start + micro_batch_size]
-        loss = F.cross_entropy(model(xb), yb) * (len(xb) / len(x))
-        loss.backward()
-        optimizer.step()
-        total += loss.item()
-    return total
+        "per_head_scores": _EX1 + '''\
+    per_score = bytes_per_value + ((bytes_per_value + mask_bytes) if dropout else 0)
+    return s * b * h * (16 * bytes_per_value + (2 * mask_bytes if dropout else 0)) + s * s * b * per_score   # one head
 ''',
-        "stale_gradients": '''\
-def accumulated_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                     micro_batch_size: int) -> float:
-    """One optimizer step on (x, y), with gradients accumulated over micro-batches; returns the batch's mean loss."""
-    total = 0.0
-    for start in range(0, len(x), micro_batch_size):
-        xb, yb = x[start:start + micro_batch_size], y[start:start + micro_batch_size]
-        loss = F.cross_entropy(model(xb), yb) * (len(xb) / len(x))
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total
+        "masks_as_values": _EX1 + '''\
+    masks = bytes_per_value   # masks counted at the activations' size, whatever mask_bytes says
+    return (s * b * h * (16 * bytes_per_value + (2 * masks if dropout else 0))
+            + a * s * s * b * (bytes_per_value + ((bytes_per_value + masks) if dropout else 0)))
+''',
+        "two_bytes_always": _EX1 + '''\
+    e = 2   # 16-bit activations assumed
+    return (s * b * h * (16 * e + (2 * mask_bytes if dropout else 0))
+            + a * s * s * b * (e + ((e + mask_bytes) if dropout else 0)))
+''',
+        "scores_twice_without_dropout": _EX1 + '''\
+    extra = (bytes_per_value + mask_bytes) if dropout else bytes_per_value   # the softmax output counted twice
+    return (s * b * h * (16 * bytes_per_value + (2 * mask_bytes if dropout else 0))
+            + a * s * s * b * (bytes_per_value + extra))
 ''',
     },
     "ex2-solution": {
-        "constant": '''\
-def checkpointed_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of a ResidualMLP with every residual block checkpointed (recomputed in the backward pass)."""
-    return F.cross_entropy(model(x), y)   # no checkpointing
+        "constant": _EX2 + '''\
+    return model(x)   # no checkpointing, whatever the cap
 ''',
-        "helper": '''\
-def checkpointed_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of a ResidualMLP with every residual block checkpointed (recomputed in the backward pass)."""
+        "helper": _EX2 + '''\
     from gpucourse import memory
 
-    h = memory.checkpointed_forward(model.blocks, model.embed(x), every=1, residual=True)
-    return F.cross_entropy(model.head(h), y)
+    return memory.checkpointed_forward(model.layers, x, every=1)
 ''',
-        "visible_only": '''\
-def checkpointed_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of a ResidualMLP with every residual block checkpointed (recomputed in the backward pass)."""
-    h = model.embed(x)
-    for i, block in enumerate(model.blocks):
-        h = h + (checkpoint(block, h, use_reentrant=False) if i < 6 else block(h))   # six blocks, as in the test
-    return F.cross_entropy(model.head(h), y)
+        "visible_only": _EX2 + '''\
+    with memory.PeakMemory() as tracker:   # plain if it fits, else every layer fully checkpointed
+        out = model(x)
+    if tracker.current <= cap:
+        return out
+    del out
+    for layer in model.layers:
+        x = checkpoint(layer, x, use_reentrant=False)
+    return x
 ''',
-        "typical": '''\
-def checkpointed_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of a ResidualMLP with every residual block checkpointed (recomputed in the backward pass)."""
-    def stack(h):
-        for block in model.blocks:
-            h = h + block(h)
-        return h
-
-    h = checkpoint(stack, model.embed(x), use_reentrant=False)   # one segment around the whole stack
-    return F.cross_entropy(model.head(h), y)
+        "typical": _EX2 + '''\
+    for layer in model.layers:   # full checkpointing everywhere: always fits, recomputes too much
+        x = checkpoint(layer, x, use_reentrant=False)
+    return x
 ''',
-        "no_residual": '''\
-def checkpointed_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of a ResidualMLP with every residual block checkpointed (recomputed in the backward pass)."""
-    h = model.embed(x)
-    for block in model.blocks:
-        h = checkpoint(block, h, use_reentrant=False)   # the residual connection is lost
-    return F.cross_entropy(model.head(h), y)
-''',
-        "every_two_blocks": '''\
-def checkpointed_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of a ResidualMLP with every residual block checkpointed (recomputed in the backward pass)."""
-    blocks = list(model.blocks)
-    h = model.embed(x)
-
-    def pair(h, group):
-        for block in group:
-            h = h + block(h)
-        return h
-
-    for start in range(0, len(blocks), 2):
-        h = checkpoint(pair, h, blocks[start:start + 2], use_reentrant=False)
-    return F.cross_entropy(model.head(h), y)
+        "reentrant": _EX2 + _EX2_SEARCH.format(run=_RUN.format(reentrant=True), kept=_MEASURED),
+        "formula_not_measured": _EX2 + _EX2_SEARCH.format(run=_RUN.format(reentrant=False), kept=_FORMULA),
+        "selective_everywhere": _EX2 + '''\
+    for layer in model.layers:
+        x = layer(x, core=lambda q, k, v, core=layer.core: checkpoint(core, q, k, v, use_reentrant=False))
+    return x
 ''',
     },
     "ex3-solution": {
-        "constant": '''\
-def largest_micro_batch(try_step, batch_size: int) -> int:
-    """The largest m in [1, batch_size] for which try_step(m) raises no torch.OutOfMemoryError (0 if none)."""
-    return batch_size // 2
+        "constant": _EX3 + '''\
+    return len(x) // 2
 ''',
-        "helper": '''\
-def largest_micro_batch(try_step, batch_size: int) -> int:
-    """The largest m in [1, batch_size] for which try_step(m) raises no torch.OutOfMemoryError (0 if none)."""
+        "helper": _EX3 + '''\
     from gpucourse import memory
 
-    return memory.largest_micro_batch(try_step, batch_size)
+    def try_step(m):
+        model.zero_grad(set_to_none=True)
+        try:
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+        finally:
+            model.zero_grad(set_to_none=True)
+
+    return memory.largest_micro_batch(try_step, len(x))
 ''',
-        "visible_only": '''\
-def largest_micro_batch(try_step, batch_size: int) -> int:
-    """The largest m in [1, batch_size] for which try_step(m) raises no torch.OutOfMemoryError (0 if none)."""
-    low, high = 1, batch_size - 1          # assumes the answer lies strictly inside
-    while low < high:
+        "visible_only": _EX3 + _EX3_BISECT.format(fits='''\
+    def fits(m):
+        model.zero_grad(set_to_none=True)
+        try:
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+''').replace("low, high = 0, len(x)", "low, high = 1, len(x) - 1   # assumes the answer lies strictly inside"),
+        "typical": _EX3 + _EX3_BISECT.format(fits='''\
+    errors = []
+
+    def fits(m):
+        model.zero_grad(set_to_none=True)
+        try:
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
+        except torch.OutOfMemoryError as error:
+            errors.append(error)   # kept for a report: its traceback keeps the failed try's tensors alive
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+'''),
+        "retry_inside_except": _EX3 + '''\
+    def search(low, high):
+        if low >= high:
+            return low
         middle = (low + high + 1) // 2
+        model.zero_grad(set_to_none=True)
         try:
-            try_step(middle)
+            F.cross_entropy(model(x[:middle]), y[:middle]).backward()
         except torch.OutOfMemoryError:
-            high = middle - 1
-        else:
-            low = middle
-    return low
+            model.zero_grad(set_to_none=True)
+            return search(low, middle - 1)   # retried while the failed try's traceback is alive
+        model.zero_grad(set_to_none=True)
+        return search(middle, high)
+
+    return search(0, len(x))
 ''',
-        "typical": '''\
-def largest_micro_batch(try_step, batch_size: int) -> int:
-    """The largest m in [1, batch_size] for which try_step(m) raises no torch.OutOfMemoryError (0 if none)."""
-    m = batch_size
-    while m >= 1:                          # halve until it fits
+        "catches_runtime_error": _EX3 + _EX3_BISECT.format(fits='''\
+    def fits(m):
+        model.zero_grad(set_to_none=True)
         try:
-            try_step(m)
-            return m
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
+        except RuntimeError:   # OutOfMemoryError is one, but so is a shape error: the bug is hidden
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+'''),
+        "except_exception": _EX3 + _EX3_BISECT.format(fits='''\
+    def fits(m):
+        model.zero_grad(set_to_none=True)
+        try:
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
+        except Exception:
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+'''),
+        "gradients_kept": _EX3 + _EX3_BISECT.format(fits='''\
+    def fits(m):
+        try:   # gradients of earlier tries stay in .grad, on the device
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
         except torch.OutOfMemoryError:
-            m //= 2
-    return 0
-''',
-        "linear_scan": '''\
-def largest_micro_batch(try_step, batch_size: int) -> int:
-    """The largest m in [1, batch_size] for which try_step(m) raises no torch.OutOfMemoryError (0 if none)."""
+            return False
+'''),
+        "linear_scan": _EX3 + '''\
     best = 0
-    for m in range(1, batch_size + 1):      # one step per size: far too many steps
+    for m in range(1, len(x) + 1):   # one step per size: far too many steps
+        model.zero_grad(set_to_none=True)
         try:
-            try_step(m)
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
         except torch.OutOfMemoryError:
             break
+        finally:
+            model.zero_grad(set_to_none=True)
         best = m
     return best
-''',
-        "catches_everything": '''\
-def largest_micro_batch(try_step, batch_size: int) -> int:
-    """The largest m in [1, batch_size] for which try_step(m) raises no torch.OutOfMemoryError (0 if none)."""
-    low, high = 0, batch_size
-    while low < high:
-        middle = (low + high + 1) // 2
-        try:
-            try_step(middle)
-        except Exception:                  # hides bugs as if they were out-of-memory errors
-            high = middle - 1
-        else:
-            low = middle
-    return low
 ''',
     },
 }

@@ -359,4 +359,43 @@ WRONG = {
     },
 }
 
+# Correct answers other than the model answer that the tests must accept (tests/test_triton.py runs them).
+RIGHT = {
+    "ex1-solution": {
+        # Review v3r2 M3: allocate, then move to x's device (a copy on a GPU, legal): not refused by the meta default.
+        "r2_allocate_then_move": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty(x.shape, dtype=x.dtype).to(x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+''',
+        # Review v3r2 M4: Triton's num_warps, as the Fused Softmax tutorial passes it.
+        "r2_num_warps": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols), num_warps=4)
+    return out
+''',
+    },
+    "ex2-solution": {
+        "r2_allocate_then_move": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty(x.shape, dtype=x.dtype).to(x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols),
+              num_warps=8, num_stages=2)
+    return y
+''',
+    },
+    "ex3-solution": {
+        # The one output empty_like cannot make: zeros on the CPU, moved to a's device.
+        "r2_allocate_then_move": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.zeros(M, N).to(a.device)
+    tb.launch(matmul_kernel_tiled, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c, M, N, K,
+              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+''',
+    },
+}
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from gpucourse.kernels.triton_checks import default_device_meta
 from gpucourse.kernels.triton_launch import (CompileError, LaunchRefused, MixedDevices, OutOfBounds, count_traffic,
                                              launch, require_triton)
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic
@@ -108,6 +109,7 @@ def draw_matmul_tiles(M: int, N: int, K: int, block_m: int, block_n: int, block_
     return axes
 
 
-__all__ = ["CompileError", "LaunchRecord", "LaunchRefused", "MixedDevices", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode",
+__all__ = ["CompileError", "LaunchRecord", "LaunchRefused", "MixedDevices", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic",
+           "default_device_meta", "describe_mode",
            "draw_matmul_tiles", "launch",
            "launches_compiled", "require_triton", "triton_modules"]

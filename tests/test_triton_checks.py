@@ -136,6 +136,7 @@ def test_hints_name_the_usual_cause():
     assert "tl.constexpr" in triton_checks._hint("arange's arguments must be of type tl.constexpr")
     assert "caret" in triton_checks._hint("  BLOCK: tl.constexpr\nunsupported operand type(s) for **")
     assert "caret" in triton_checks._hint("")
+    assert ".to(tl.float32)" in triton_checks._hint("ValueError(\"Expected dtype ['fp32', 'fp64'] but got fp16\")")
 
 
 # --------------------------------------------------------------------------- devices

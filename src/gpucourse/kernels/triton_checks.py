@@ -31,7 +31,7 @@ TARGET_NAME = "an NVIDIA sm_80 GPU (A100)"
 
 
 class LaunchRefused(RuntimeError):
-    """A launch that a GPU would refuse (and the interpreter would have run): the message says why, then a hint."""
+    """A launch that a GPU would refuse (which the interpreter may run): the message says why, then a hint."""
 
 
 class CompileError(LaunchRefused):
@@ -242,15 +242,18 @@ def _hint(message: str) -> str:
     if "constexpr" in message:
         return ("tl.arange's bounds and block shapes must be compile-time constants: declare the argument "
                 "BLOCK: tl.constexpr and pass a power of two")
-    return "fix the line the caret (^) points at: the interpreter ran it, a GPU's compiler does not"
+    if "Expected dtype" in message:
+        return ("tl.exp, tl.log, tl.sqrt, tl.rsqrt and their kin take float32 or float64 only: convert a 16-bit "
+                "block with .to(tl.float32) first")
+    return "fix the line the caret (^) points at: a GPU's compiler refuses it"
 
 
 def require_compiles(kernel: object, bound: dict[str, object]) -> FrontEnd:
     """Raise :class:`CompileError` if Triton's front end refuses ``kernel`` with these arguments; else its verdict."""
     verdict = front_end(kernel, bound)
     if verdict.refused:
-        raise CompileError(f"Triton's compiler refuses {kernel.fn.__name__} for {TARGET_NAME} (the interpreter "
-                           f"would have run it):\n{verdict.message}\nHint: {_hint(verdict.message)}")
+        raise CompileError(f"Triton's compiler refuses {kernel.fn.__name__} for {TARGET_NAME}:\n"
+                           f"{verdict.message}\nHint: {_hint(verdict.message)}")
     return verdict
 
 

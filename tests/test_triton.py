@@ -363,6 +363,40 @@ def test_bad_arguments_are_named():
         triton_kernels.softmax([[1.0]])
 
 
+def test_launch_takes_tritons_launch_options():
+    """Review v3r2 M4: num_warps, num_stages and num_ctas are Triton's launch keywords (the Fused Softmax tutorial
+    passes num_warps): checked, ignored by the interpreter, passed to the compiled kernel on a GPU."""
+    x, y = torch.randn(300), torch.randn(300)
+    out = torch.empty(300)
+    tb.launch(add_kernel, (triton.cdiv(300, 64),), x, y, out, 300, BLOCK=64, num_warps=4, num_stages=3, num_ctas=1)
+    assert torch.equal(out, x + y)
+    with tb.count_traffic() as traffic:
+        tb.launch(add_kernel, (5,), x, y, out, 300, BLOCK=64, num_warps=8)
+    assert traffic.launches[0].grid == (5, 1, 1)
+    for options, match in [({"num_warps": 3}, "num_warps must be a power of two"),
+                           ({"num_warps": 0}, "num_warps must be a positive int"),
+                           ({"num_stages": -1}, "num_stages must be a positive int"),
+                           ({"num_ctas": 2.0}, "num_ctas must be a positive int"),
+                           ({"num_stages": True}, "num_stages must be a positive int")]:
+        with pytest.raises(ValueError, match=match):
+            tb.launch(add_kernel, (5,), x, y, out, 300, BLOCK=64, **options)
+
+
+def test_launch_options_reach_the_compiled_kernel(monkeypatch):
+    """On a GPU the options go to kernel[grid](...) with the arguments (faked here: no GPU needed)."""
+    calls = []
+
+    class Launcher:
+        def __call__(self, *args, **kwargs):
+            calls.append((args, kwargs))
+
+    monkeypatch.setattr(triton_launch, "runs_compiled", lambda *args: True)
+    monkeypatch.setattr(type(add_kernel), "__getitem__", lambda self, grid: Launcher())
+    x = torch.randn(8)
+    tb.launch(add_kernel, (1,), x, x, x, 8, BLOCK=8, num_warps=2, num_stages=4)
+    assert calls == [((x, x, x, 8), {"BLOCK": 8, "num_warps": 2, "num_stages": 4})]
+
+
 def test_autotuned_kernel_is_refused_by_the_interpreter():
     tuned = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n_elements"])(add_kernel)
     x = torch.randn(64)
@@ -418,3 +452,34 @@ def test_the_lesson_reaches_the_launcher_through_triton_backend():
     """Lesson 06 calls tb.launch, tb.count_traffic, tb.OutOfBounds and tb.require_triton: triton_launch's own."""
     for name in ("launch", "count_traffic", "OutOfBounds", "require_triton"):
         assert getattr(tb, name) is getattr(triton_launch, name), name
+
+
+# --------------------------------------------------------------------------- lesson 06's correct alternatives
+
+def _right_answers() -> list[tuple[str, str, str]]:
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from notebook_utils import right_answers
+
+    return right_answers("06_triton")
+
+
+@pytest.mark.parametrize("grade_id, name, source", _right_answers(), ids=[f"{g}-{n}" for g, n, _ in _right_answers()])
+def test_lesson_06_correct_alternatives_pass(grade_id: str, name: str, source: str) -> None:
+    """Review v3r2 M3, M4: correct answers other than the model answer (allocate then move to the inputs' device;
+    num_warps and num_stages at the launch) pass lesson 06's tests, visible and hidden, in a fresh interpreter."""
+    import subprocess
+    import textwrap
+    from pathlib import Path
+
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import builtins
+        import gpucourse
+        from notebook_utils import failure_of_test_cell
+        builtins.REPORT = gpucourse.setup()  # what the setup cell gives the lesson's imports cell
+        print(repr(failure_of_test_cell("06_triton", {grade_id!r}, {source!r})))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "None", f"{name} failed {grade_id}: {result.stdout[-2000:]}"

@@ -136,6 +136,7 @@ def test_hints_name_the_usual_cause():
     assert "tl.constexpr" in triton_checks._hint("arange's arguments must be of type tl.constexpr")
     assert "caret" in triton_checks._hint("  BLOCK: tl.constexpr\nunsupported operand type(s) for **")
     assert "caret" in triton_checks._hint("")
+    assert ".to(tl.float32)" in triton_checks._hint("ValueError(\"Expected dtype ['fp32', 'fp64'] but got fp16\")")
 
 
 # --------------------------------------------------------------------------- devices
@@ -160,6 +161,32 @@ def test_an_output_made_without_device_is_refused_under_the_meta_default():
         with pytest.raises(tb.MixedDevices, match=r"out_ptr on the default device, x_ptr on cpu.*cpu tensor\?"):
             tb.launch(copy_kernel, (2,), x, torch.empty(100), 100, BLOCK=64)
     assert torch.equal(out, x) and torch.equal(same, x)
+
+
+def test_the_graders_meta_default_refuses_no_device_and_accepts_allocate_then_move():
+    """Review v3r2 M3: tb.default_device_meta() refuses an output made without device= at the launch, as
+    torch.device("meta") does, but torch.empty(shape).to(x.device) (correct on a GPU: it costs a copy) works, with the
+    values the factory gave; any other use of the missing data is a MixedDevices that names the fix."""
+    x = torch.randn(100)
+    with tb.default_device_meta():
+        with pytest.raises(tb.MixedDevices, match=r"out_ptr on the default device, x_ptr on cpu"):
+            tb.launch(copy_kernel, (2,), x, torch.empty(100), 100, BLOCK=64)
+        moved = torch.empty(100).to(x.device)
+        tb.launch(copy_kernel, (2,), x, moved, 100, BLOCK=64)
+        zeros = torch.zeros(4, 25).view(100).float().to(x)          # views and casts carry the values along
+        assert zeros.device == x.device and not zeros.any()
+        assert torch.ones(3).cpu().sum().item() == 3.0
+        assert torch.empty(3).to(torch.float16).device.type == "meta"   # a dtype alone moves nothing
+        assert torch.empty_like(x).device == x.device and torch.empty(3, device=x.device).device == x.device
+    assert torch.equal(moved, x)
+    with pytest.raises(tb.MixedDevices, match=r"device=x.device"):
+        with tb.default_device_meta():
+            torch.zeros(3).tolist()
+    with pytest.raises(NotImplementedError) as raised:   # an unwritten answer's error passes through untouched
+        with tb.default_device_meta():
+            raise NotImplementedError
+    assert not isinstance(raised.value, tb.LaunchRefused)
+    assert torch.empty(2).device.type == "cpu"                       # the default device is back
 
 
 def test_two_real_devices_are_refused_by_name(monkeypatch):

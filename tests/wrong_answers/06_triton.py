@@ -110,9 +110,10 @@ _EX3_GOOD_LAUNCHER = _EX3_LAUNCHER_HEAD + '''\
 def _ex3_kernel(loop: str = "for k0 in range(0, K, BLOCK_K):", start: str = "k0",
                 a_mask: str = "(rows[:, None] < M) & (k[None, :] < K)",
                 b_mask: str = "(k[:, None] < K) & (cols[None, :] < N)", other: str = ", other=0.0",
-                acc: str = "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", product: str = "tl.dot(a, b)") -> str:
+                acc: str = "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", product: str = "tl.dot(a, b)",
+                stored: str = "acc") -> str:
     """The model matmul kernel with another K loop, other load masks, another fill for masked lanes, another
-    accumulator or another product of two tiles."""
+    accumulator, another product of two tiles or another value stored."""
     return _EX3_KERNEL_HEAD + f'''\
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -123,7 +124,7 @@ def _ex3_kernel(loop: str = "for k0 in range(0, K, BLOCK_K):", start: str = "k0"
         a = tl.load(a_ptr + rows[:, None] * K + k[None, :], mask={a_mask}{other})
         b = tl.load(b_ptr + k[:, None] * N + cols[None, :], mask={b_mask}{other})
         acc += {product}
-    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], {stored}, mask=(rows[:, None] < M) & (cols[None, :] < N))
 '''
 
 
@@ -197,6 +198,20 @@ WRONG = {
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out / out.sum(dim=1, keepdim=True)
+''',
+        # Review v3r2 M1: BLOCK hard-coded at the lesson's own 1,024 (or 256): the rest of a wider row is never
+        # stored, and its max and sum miss it (a 4,096-wide hidden dimension is common).
+        "r2_block_1024": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=1024)
+    return out
+''',
+        "r2_block_256": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=256)
+    return out
 ''',
     },
     "ex2-solution": {
@@ -280,6 +295,13 @@ WRONG = {
     tb.launch(rmsnorm_kernel, (n_rows,), x, weight, normed, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
     return (normed * weight.float()).to(x.dtype)
 ''',
+        # Review v3r2 M1: BLOCK hard-coded at 1,024: wider rows are normalised by part of their sum, half unstored.
+        "r2_block_1024": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=1024)
+    return y
+''',
     },
     "ex3-solution": {
         "constant": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
@@ -322,6 +344,54 @@ WRONG = {
     (M, K), N = a.shape, b.shape[1]
     c = torch.zeros((M, N), dtype=torch.float32, device=a.device)
     tb.launch(matmul_kernel_tiled, (triton.cdiv(N, block_n), triton.cdiv(M, block_m)), a, b, c, M, N, K,
+              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+''',
+        # Review v3r2 M2: float16 inside a float32 matmul, right on standard-normal entries only. The Triton
+        # tutorial's habit, c stored as float16: inf once c passes 65,504 (entries ~100).
+        "r2_c_float16_store": _ex3_kernel(stored="acc.to(tl.float16)") + _EX3_GOOD_LAUNCHER,
+        # Each slice's product accumulated in float16 by the Tensor Core: inf at entries ~100, subnormal at ~1e-6.
+        "r2_float16_out_dtype": _ex3_kernel(
+            product="tl.dot(a.to(tl.float16), b.to(tl.float16), out_dtype=tl.float16).to(tl.float32)") +
+        _EX3_GOOD_LAUNCHER,
+        # "Tensor Cores want float16": operands rounded to float16, whose subnormals lose gradient-sized entries.
+        "r2_float16_operands": _ex3_kernel(product="tl.dot(a.to(tl.float16), b.to(tl.float16))") + _EX3_GOOD_LAUNCHER,
+    },
+}
+
+# Correct answers other than the model answer that the tests must accept (tests/test_triton.py runs them).
+RIGHT = {
+    "ex1-solution": {
+        # Review v3r2 M3: allocate, then move to x's device (a copy on a GPU, legal): not refused by the meta default.
+        "r2_allocate_then_move": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty(x.shape, dtype=x.dtype).to(x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+''',
+        # Review v3r2 M4: Triton's num_warps, as the Fused Softmax tutorial passes it.
+        "r2_num_warps": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols), num_warps=4)
+    return out
+''',
+    },
+    "ex2-solution": {
+        "r2_allocate_then_move": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty(x.shape, dtype=x.dtype).to(x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols),
+              num_warps=8, num_stages=2)
+    return y
+''',
+    },
+    "ex3-solution": {
+        # The one output empty_like cannot make: zeros on the CPU, moved to a's device.
+        "r2_allocate_then_move": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.zeros(M, N).to(a.device)
+    tb.launch(matmul_kernel_tiled, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c, M, N, K,
               BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     return c
 ''',

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from gpucourse.kernels.triton_checks import default_device_meta
 from gpucourse.kernels.triton_launch import (CompileError, LaunchRefused, MixedDevices, OutOfBounds, count_traffic,
                                              launch, require_triton)
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic
@@ -76,12 +77,12 @@ def draw_matmul_tiles(M: int, N: int, K: int, block_m: int, block_n: int, block_
     if step >= steps:
         raise ValueError(f"step must be below cdiv(K, block_k) = {steps}, got {step}")
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(11, 3.6), gridspec_kw={"width_ratios": [K, N, N]})
+        _, axes = plt.subplots(1, 3, figsize=(11, 3.6), gridspec_kw={"width_ratios": [K, N, N], "wspace": 0.3})
     elif len(axes) != 3:
         raise ValueError(f"axes must hold three matplotlib Axes, got {len(axes)}")
-    panels = ((f"A ({M} x {K}): rows of program {i}", M, K, block_m, block_k, (i, None), (i, step)),
-              (f"B ({K} x {N}): columns of program {j}", K, N, block_k, block_n, (None, j), (step, j)),
-              (f"C ({M} x {N}): program ({i}, {j}) stores one tile", M, N, block_m, block_n, (i, j), (i, j)))
+    panels = ((f"A ({M} x {K}):\nrows of program {i}", M, K, block_m, block_k, (i, None), (i, step)),
+              (f"B ({K} x {N}):\ncolumns of program {j}", K, N, block_k, block_n, (None, j), (step, j)),
+              (f"C ({M} x {N}):\nprogram ({i}, {j}) stores one tile", M, N, block_m, block_n, (i, j), (i, j)))
     for ax, (title, rows, cols, brow, bcol, strip, tile) in zip(axes, panels):
         ax.add_patch(Rectangle((0, 0), cols, rows, facecolor="white", edgecolor="black", linewidth=1.5))
         for r in range(-(-rows // brow)):
@@ -104,10 +105,11 @@ def draw_matmul_tiles(M: int, N: int, K: int, block_m: int, block_n: int, block_
         ax.set_yticks(range(0, full_rows + 1, brow))
         ax.tick_params(labelsize=7)
     axes[0].figure.suptitle(f"Tiles of {block_m} x {block_k} (A) and {block_k} x {block_n} (B): dark = slice "
-                            f"{step} along K, multiplied by one tl.dot; hatched = masked off", fontsize=9)
+                            f"{step} along K, multiplied by one tl.dot; hatched = masked off", fontsize=9, y=1.04)
     return axes
 
 
-__all__ = ["CompileError", "LaunchRecord", "LaunchRefused", "MixedDevices", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic", "describe_mode",
+__all__ = ["CompileError", "LaunchRecord", "LaunchRefused", "MixedDevices", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic",
+           "default_device_meta", "describe_mode",
            "draw_matmul_tiles", "launch",
            "launches_compiled", "require_triton", "triton_modules"]

@@ -13,14 +13,17 @@ runs. :func:`~gpucourse.kernels.triton_launch.launch` asks two questions here be
 - :func:`check_devices`: do all its tensors live on one device? A GPU cannot read a CPU tensor (triton's launcher:
   "Pointer argument cannot be accessed from Triton (cpu tensor?)"); the interpreter copies every tensor to the CPU
   and would not notice. Mixed devices, or a tensor on the ``meta`` device, raise :class:`MixedDevices`. Graders run
-  a learner's function under ``with torch.device("meta"):`` so that an output made without ``device=`` lands there.
+  a learner's function under :func:`default_device_meta` (``torch.device("meta")`` that still moves), so that an
+  output made without ``device=`` lands there and is refused, while ``torch.empty(shape).to(x.device)`` works.
 
 Both errors are :class:`LaunchRefused`, whose message ends with a hint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 TARGET = ("cuda", 80, 32)  # backend, compute capability, warp size: an A100, the oldest GPU with TF32 and bf16
@@ -28,7 +31,7 @@ TARGET_NAME = "an NVIDIA sm_80 GPU (A100)"
 
 
 class LaunchRefused(RuntimeError):
-    """A launch that a GPU would refuse (and the interpreter would have run): the message says why, then a hint."""
+    """A launch that a GPU would refuse (which the interpreter may run): the message says why, then a hint."""
 
 
 class CompileError(LaunchRefused):
@@ -54,6 +57,68 @@ class FrontEnd:
 
 
 # --------------------------------------------------------------------------- devices
+
+_HOST = "_gpucourse_host"   # the attribute of a meta tensor made under default_device_meta(): its values, on the CPU
+
+
+@contextlib.contextmanager
+def default_device_meta() -> Iterator[None]:
+    """Within the block, a tensor made without ``device=`` lands on the meta device (no memory), as under
+    ``with torch.device("meta"):``, so a launch that passes it is refused (:func:`check_devices`) as a GPU refuses a
+    CPU tensor next to GPU ones. Unlike ``torch.device("meta")``, the tensor keeps its values on the CPU alongside,
+    and moving it to a real device (``.to(x.device)``, ``.to(x)``, ``.cuda()``, ``.cpu()``) gives those values
+    there: ``torch.empty(shape).to(x.device)`` is correct code on a GPU (it costs a copy) and works here too. Views
+    and operations on such a tensor carry the values along. Any other use of its missing data (an error naming the
+    meta device) is raised as :class:`MixedDevices` with the fix: allocate on the inputs' device directly.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._device import _device_constructors
+    from torch.utils._pytree import tree_map
+
+    constructors = _device_constructors()
+    moves = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu}
+
+    def host_of(value: object) -> object:
+        return getattr(value, _HOST, value) if isinstance(value, torch.Tensor) else value
+
+    def carrying(value: object) -> bool:
+        return isinstance(value, torch.Tensor) and value.device.type == "meta" and hasattr(value, _HOST)
+
+    class MetaDefault(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in constructors and kwargs.get("device") is None:
+                host = func(*args, **kwargs)                       # on the real default device, values and all
+                made = func(*args, **kwargs | {"device": "meta"})
+                setattr(made, _HOST, host)
+                return made
+            if not any(carrying(value) for value in (*args, *kwargs.values())):
+                return func(*args, **kwargs)
+            if func in moves and carrying(args[0]):
+                target = (torch._C._nn._parse_to(*args[1:], **kwargs)[0] if func is torch.Tensor.to
+                          else torch.device("cpu") if func is torch.Tensor.cpu else torch.device("cuda"))
+                if target is not None and target.type != "meta":   # to a real device: the values go there
+                    return func(getattr(args[0], _HOST), *args[1:], **kwargs)
+            result = func(*args, **kwargs)                         # on meta; the same on the values alongside
+            if isinstance(result, torch.Tensor) and result.device.type == "meta" and not hasattr(result, _HOST):
+                host = func(*tree_map(host_of, args), **tree_map(host_of, kwargs))
+                if isinstance(host, torch.Tensor):
+                    setattr(result, _HOST, host)
+            return result
+
+    try:
+        with MetaDefault():
+            yield
+    except (NotImplementedError, RuntimeError) as error:
+        if "meta" not in str(error) or isinstance(error, LaunchRefused):
+            raise
+        raise MixedDevices(
+            f"a tensor made without device= was used ({type(error).__name__}: {error}). The tests make the default "
+            f"device one that holds no data, as a GPU's inputs are not on the default device (the CPU): allocate "
+            f"on the inputs' device directly, torch.empty(shape, dtype=..., device=x.device) or "
+            f"torch.empty_like(x)") from None
+
 
 def check_devices(bound: dict[str, object]) -> None:
     """Raise :class:`MixedDevices` unless every tensor in ``bound`` (argument name -> value) is on one real device."""
@@ -177,17 +242,21 @@ def _hint(message: str) -> str:
     if "constexpr" in message:
         return ("tl.arange's bounds and block shapes must be compile-time constants: declare the argument "
                 "BLOCK: tl.constexpr and pass a power of two")
-    return "fix the line the caret (^) points at: the interpreter ran it, a GPU's compiler does not"
+    if "Expected dtype" in message:
+        return ("tl.exp, tl.log, tl.sqrt, tl.rsqrt and their kin take float32 or float64 only: convert a 16-bit "
+                "block with .to(tl.float32) first")
+    return "fix the line the caret (^) points at: a GPU's compiler refuses it"
 
 
 def require_compiles(kernel: object, bound: dict[str, object]) -> FrontEnd:
     """Raise :class:`CompileError` if Triton's front end refuses ``kernel`` with these arguments; else its verdict."""
     verdict = front_end(kernel, bound)
     if verdict.refused:
-        raise CompileError(f"Triton's compiler refuses {kernel.fn.__name__} for {TARGET_NAME} (the interpreter "
-                           f"would have run it):\n{verdict.message}\nHint: {_hint(verdict.message)}")
+        raise CompileError(f"Triton's compiler refuses {kernel.fn.__name__} for {TARGET_NAME}:\n"
+                           f"{verdict.message}\nHint: {_hint(verdict.message)}")
     return verdict
 
 
-__all__ = ["CompileError", "FrontEnd", "LaunchRefused", "MixedDevices", "TARGET", "check_devices", "front_end",
+__all__ = ["CompileError", "FrontEnd", "LaunchRefused", "MixedDevices", "TARGET", "check_devices",
+           "default_device_meta", "front_end",
            "require_compiles"]

@@ -95,6 +95,22 @@ def _check_arguments(names: list[str], args: tuple, constexprs: dict) -> None:
                              f"got {value!r}; triton.next_power_of_2(n) gives the next one")
 
 
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")  # Triton's own launch keywords, not kernel arguments
+
+
+def _launch_options(constexprs: dict) -> dict[str, int]:
+    """Take Triton's launch options (``num_warps``, ``num_stages``, ``num_ctas``) out of ``constexprs`` and return
+    them, checked as a GPU's launcher checks them: positive ints, ``num_warps`` a power of two."""
+    options = {name: constexprs.pop(name) for name in LAUNCH_OPTIONS if name in constexprs}
+    for name, value in options.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if "num_warps" in options and not is_power_of_two(options["num_warps"]):
+        raise ValueError(f"num_warps must be a power of two (1, 2, 4, 8, 16, 32 warps of 32 threads), got "
+                         f"{options['num_warps']!r}")
+    return {name: int(value) for name, value in options.items()}
+
+
 def runs_compiled(*args: object) -> bool:
     """True if a launch with these arguments compiles for the GPU: a tensor on a CUDA device, and no counting."""
     if _COUNTING:
@@ -423,7 +439,9 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
     """Run ``kernel[grid](*args, **constexprs)``: compiled on a CUDA GPU, else in Triton's interpreter.
 
     ``grid`` is a tuple of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a function
-    of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Inside
+    of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Triton's launch options
+    ``num_warps`` (a power of two), ``num_stages`` and ``num_ctas`` (positive ints) are checked and passed to the
+    compiled kernel; the interpreter, which has no warps or pipeline, ignores them (as Triton's own does). Inside
     ``count_traffic()`` the launch always runs interpreted and is counted. A launch a GPU would refuse raises
     :class:`LaunchRefused` on any machine: tensors on different devices (:class:`MixedDevices`), or, before the
     interpreter runs, a kernel that Triton's compiler refuses for an sm_80 GPU (:class:`CompileError`; see
@@ -435,10 +453,12 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
         grid = _check_grid(grid)
     jit_function = kernel.fn if isinstance(kernel, triton.runtime.autotuner.Autotuner) else kernel
     names = list(inspect.signature(jit_function.fn).parameters)
+    constexprs = dict(constexprs)
+    options = _launch_options(constexprs)
     _check_arguments(names, args, constexprs)
     triton_checks.check_devices(dict(zip(names, args)) | constexprs)   # a GPU reads no CPU tensor
     if runs_compiled(*args, *constexprs.values()):
-        kernel[grid](*args, **constexprs)
+        kernel[grid](*args, **constexprs, **options)
         return
     if jit_function is not kernel:
         raise ValueError("kernel: the interpreter cannot autotune (it measures no speed); launch kernel.fn with "
@@ -451,5 +471,5 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
         traffic.launches.append(record)
 
 
-__all__ = ["CompileError", "LaunchRefused", "MixedDevices", "OutOfBounds", "count_traffic", "is_power_of_two",
+__all__ = ["LAUNCH_OPTIONS", "CompileError", "LaunchRefused", "MixedDevices", "OutOfBounds", "count_traffic", "is_power_of_two",
            "launch", "require_triton", "runs_compiled", "to_tf32"]

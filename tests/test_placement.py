@@ -480,6 +480,15 @@ def test_count_host_syncs_sees_blocking_copies_to_a_device_and_pin_marks_pinned_
         torch.asarray([1, 2], device="meta")
     assert [what.split()[0] for what, _ in syncs.events] == ["torch.tensor", "torch.as_tensor", "torch.asarray"]
     assert all(what.endswith("(blocking host-to-device copy)") for what, _ in syncs.events)
+    on_device = torch.ones(2, device="meta")
+    with placement.count_host_syncs() as syncs:
+        on_device.new_tensor([1.0, 2.0])                   # x.new_tensor(data): built on the host, copied to x's device
+        x.new_tensor([3.0], device="meta")
+        x.new_tensor([1.0, 2.0])                           # on the host: no copy
+        on_device.new_tensor([1.0], device="cpu")
+        on_device.new_zeros(3)                             # made on the device: no copy
+    assert [what.split()[0] for what, _ in syncs.events] == ["Tensor.new_tensor"] * 2, str(syncs)
+    assert all(what.endswith("(blocking host-to-device copy)") for what, _ in syncs.events)
     with placement.count_host_syncs() as syncs:
         torch.tensor([1.0, 2.0])                           # on the host: no copy
         torch.tensor(2.0, device="cpu")

@@ -357,7 +357,8 @@ _SYNC_METHODS = ("tolist", "numpy", "cpu", "__repr__")
 
 _HOST_DATA_FACTORIES = ("tensor", "as_tensor", "asarray")
 """torch functions that build a tensor from Python data on the host: with a GPU ``device=`` they copy it there with
-``non_blocking=False`` (torch/csrc/utils/tensor_new.cpp), a blocking copy that :func:`count_host_syncs` counts."""
+``non_blocking=False`` (torch/csrc/utils/tensor_new.cpp), a blocking copy that :func:`count_host_syncs` counts (as it
+counts ``Tensor.new_tensor(data)`` onto a device, which takes the same path)."""
 
 
 _SIMULATED_PINNED: dict[int, object] = {}
@@ -451,8 +452,8 @@ def count_host_syncs() -> Iterator[HostSyncs]:
     ops whose output size depends on the data (``nonzero``, boolean masks), and ``.tolist()``, ``.numpy()``,
     ``.cpu()`` and printing a tensor, and every **blocking host-to-device copy**: ``.to(device)`` with the default
     ``non_blocking=False`` (from pageable memory that is ``cudaMemcpyAsync`` followed by a stream synchronise), or
-    ``non_blocking=True`` from pageable memory, and ``torch.tensor(python_data, device=...)``, which builds the tensor
-    on the host and copies it; only a ``non_blocking=True`` copy from pinned memory (:func:`pin`,
+    ``non_blocking=True`` from pageable memory, and ``torch.tensor(python_data, device=...)`` or
+    ``x.new_tensor(python_data)`` for an ``x`` on a device, which build the tensor on the host and copy it; only a ``non_blocking=True`` copy from pinned memory (:func:`pin`,
     ``DataLoader(pin_memory=True)``) is not counted. It works on any device (on the CPU nothing waits, but the same code on a GPU
     would), which is how lesson 08_placement finds hidden synchronisations without a GPU.
     """
@@ -474,7 +475,8 @@ def count_host_syncs() -> Iterator[HostSyncs]:
             return func(*args, **(kwargs or {}))
 
     class _Factories(TorchFunctionMode):
-        """torch.tensor(data, device=...) from Python data: built on the host, then copied with non_blocking=False."""
+        """torch.tensor(data, device=...) and x.new_tensor(data) from Python data: built on the host, then copied with
+        non_blocking=False (the copy runs below the Python dispatch key, so the dispatch mode never sees it)."""
 
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
@@ -483,6 +485,12 @@ def count_host_syncs() -> Iterator[HostSyncs]:
                 device = kwargs.get("device")
                 if device is not None and torch.device(device).type != "cpu":
                     record.events.append((f"torch.{name} from host data (blocking host-to-device copy)", _caller()))
+            elif (name == "new_tensor" and len(args) >= 2 and isinstance(args[0], torch.Tensor)
+                  and not isinstance(args[1], torch.Tensor)):
+                device = kwargs.get("device") or args[0].device  # x.new_tensor(data): on x's device unless told
+                if torch.device(device).type != "cpu":
+                    record.events.append(("Tensor.new_tensor from host data (blocking host-to-device copy)",
+                                          _caller()))
             return func(*args, **kwargs)
 
     originals = {name: getattr(torch.Tensor, name) for name in _SYNC_METHODS}

@@ -256,6 +256,33 @@ def train_step(model, optimizer, batch: dict, device):
     optimizer.step()
     return loss.detach(), (logits.argmax(dim=1) == labels).sum()
 """,
+        # Review v3r3 (Major 1): the priors kept as a list and rebuilt from the data's device in every forward with
+        # x.new_tensor(...): on a GPU a blocking host-to-device copy (pageable, non_blocking=False) at every step.
+        "r3_prior_new_tensor": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features, classes, class_priors):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.class_priors = list(class_priors)
+
+    def forward(self, x, lengths):
+        steps = torch.arange(x.shape[1], device=x.device)
+        mask = (steps[None, :] < lengths[:, None]).float()
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + torch.log(x.new_tensor(self.class_priors))
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x = batch["x"].to(device, non_blocking=True)
+    lengths = batch["lengths"].to(device, non_blocking=True)
+    labels = batch["labels"].to(device, non_blocking=True)
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
     },
     "ex3-solution": {
         # A plausible loss, as a tensor: no training at all.

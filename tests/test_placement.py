@@ -499,3 +499,49 @@ def test_count_host_syncs_sees_blocking_copies_to_a_device_and_pin_marks_pinned_
         placement.pin([1.0])
     with pytest.raises(ValueError, match="tensor"):
         placement.pin(torch.ones(2, device="meta"))
+
+
+def test_count_host_syncs_sees_unique_repeat_interleave_downloads_and_cuda_synchronize(monkeypatch) -> None:
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    x = torch.tensor([1, 2, 2, 3])
+    with placement.count_host_syncs() as syncs:
+        torch.unique(x)
+        x.unique(return_counts=True)
+        torch.unique(x, dim=0)
+        torch.unique_consecutive(x)
+        x.repeat_interleave(x)                             # the output's size is the sum of the repeats
+        torch.cuda.synchronize()
+    kinds = [what for what, _ in syncs.events]
+    assert kinds == ["aten::_unique2", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+                     "aten::repeat_interleave", "torch.cuda.synchronize"], kinds
+    assert calls == [None] and torch.cuda.synchronize is not None
+    with placement.count_host_syncs() as syncs:
+        x.repeat_interleave(2)                             # a fixed size: no synchronisation
+        x.to("cpu")
+    assert syncs.count == 0, str(syncs)
+    on_device = torch.ones(2, device="meta")
+    with placement.count_host_syncs() as syncs:
+        for download in (lambda: on_device.to("cpu"), lambda: torch.empty(2).copy_(on_device), on_device.cpu):
+            with pytest.raises(NotImplementedError):   # meta has no data to copy back, but the attempt is recorded
+                download()
+    assert [what for what, _ in syncs.events] == ["aten::_to_copy (device-to-host copy)",
+                                                  "aten::copy_ (device-to-host copy)", "Tensor.cpu"], str(syncs)
+    assert torch.cuda.synchronize is not None and torch.cuda.synchronize.__name__ == "<lambda>"
+
+
+def test_a_view_of_pinned_memory_is_pinned_and_long_reports_are_shortened() -> None:
+    import torch
+
+    pinned = placement.pin(torch.randn(8))
+    assert placement.is_pinned(pinned[2:]) and placement.is_pinned(pinned.view(2, 4))
+    assert not placement.is_pinned(pinned.clone()) and not placement.is_pinned(torch.ones(2, device="meta"))
+    with placement.count_host_syncs() as syncs:
+        pinned[1:].to("meta", non_blocking=True)
+    assert syncs.count == 0, str(syncs)
+    with placement.count_host_syncs() as syncs:
+        for _ in range(12):
+            pinned.sum().item()
+    assert str(syncs).splitlines()[-1] == "  ... and 2 more" and len(str(syncs).splitlines()) == 12

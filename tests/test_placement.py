@@ -330,6 +330,8 @@ def test_move_batch_moves_every_tensor_and_keeps_container_types():
     assert moved["x"][0].device.type == "meta" and moved["x"][1][0].device.type == "meta"
     assert type(moved[3]) is Pair and moved[3].a.device.type == "meta" and moved[3].b is array
     assert moved["n"] == 5 and batch["x"][0].device.type == "cpu"
+    encoded = placement.move_batch(collections.UserDict({"input_ids": torch.ones(2), "mask": [torch.ones(1)]}), "meta")
+    assert type(encoded) is dict and encoded["input_ids"].device.type == encoded["mask"][0].device.type == "meta"
 
 
 @pytest.mark.parametrize("kwargs, error, name", [

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_int, non_negative_number, positive_int, positive_number
@@ -291,7 +291,8 @@ def measure_transfer_bandwidth(nbytes: int, pinned: bool = False, device: object
 
 def move_batch(batch: object, device: object, non_blocking: bool = False) -> object:
     """A copy of ``batch`` with every tensor moved to ``device``, however deeply nested in dicts, lists, tuples and
-    named tuples (which keep their types); anything else comes back as the very same object."""
+    named tuples (which keep their types) and other mappings (which come back as dicts); anything else comes back as
+    the very same object."""
     import torch
 
     if not isinstance(non_blocking, bool):
@@ -302,7 +303,7 @@ def move_batch(batch: object, device: object, non_blocking: bool = False) -> obj
     def move(item: object) -> object:
         if isinstance(item, torch.Tensor):
             return item.to(device, non_blocking=non_blocking)
-        if isinstance(item, dict):
+        if isinstance(item, Mapping):  # a dict, or another mapping (a UserDict such as Hugging Face's BatchEncoding)
             return {key: move(value) for key, value in item.items()}
         if isinstance(item, tuple) and hasattr(item, "_fields"):
             return type(item)(*(move(value) for value in item))

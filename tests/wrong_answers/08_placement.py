@@ -101,6 +101,31 @@ WRONG: dict[str, dict[str, str]] = {
         return type(batch)(to_device(value, device, non_blocking) for value in batch)
     return batch
 ''',
+        # Review v3r3: floating tensors cast to float32 on the way (doubles the bytes of fp16/bf16 batches).
+        "r3_cast_float32": _EX1 + '''\
+    if isinstance(batch, torch.Tensor):
+        moved = batch.to(device, non_blocking=non_blocking)
+        return moved.float() if moved.is_floating_point() else moved
+    if isinstance(batch, dict):
+        return {key: to_device(value, device, non_blocking) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(to_device(value, device, non_blocking) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(value, device, non_blocking) for value in batch)
+    return batch
+''',
+        # Review v3r3: every tensor detached on the way (drops requires_grad).
+        "r3_detach": _EX1 + '''\
+    if isinstance(batch, torch.Tensor):
+        return batch.detach().to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {key: to_device(value, device, non_blocking) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(to_device(value, device, non_blocking) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(value, device, non_blocking) for value in batch)
+    return batch
+''',
     },
     "ex2-solution": {
         # Plausible numbers, as tensors on the device: no model run, no training.

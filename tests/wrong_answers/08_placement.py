@@ -308,6 +308,52 @@ def train_step(model, optimizer, batch: dict, device):
     optimizer.step()
     return loss.detach(), (logits.argmax(dim=1) == labels).sum()
 """,
+        # Review v3r3: a to() override that moves a plain attribute: out of state_dict, .cuda(), .half() and apply.
+        "r3_to_override": """\
+class SequenceClassifier(nn.Module):
+    def __init__(self, features, classes, class_priors):
+        super().__init__()
+        self.head = nn.Linear(features, classes)
+        self.log_prior = torch.log(torch.tensor(class_priors))
+
+    def to(self, *args, **kwargs):
+        super().to(*args, **kwargs)
+        self.log_prior = self.log_prior.to(*args, **kwargs)
+        return self
+
+    def forward(self, x, lengths):
+        steps = torch.arange(x.shape[1], device=x.device)
+        mask = (steps[None, :] < lengths[:, None]).float()
+        pooled = (x * mask[:, :, None]).sum(dim=1) / lengths[:, None]
+        return self.head(pooled) + self.log_prior
+
+
+def train_step(model, optimizer, batch: dict, device):
+    x = batch["x"].to(device, non_blocking=True)
+    lengths = batch["lengths"].to(device, non_blocking=True)
+    labels = batch["labels"].to(device, non_blocking=True)
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
+        # Review v3r3: the priors a trainable nn.Parameter: they are trained with the head.
+        "r3_trainable_prior": _GOOD_MODEL.replace(
+            'self.register_buffer("log_prior", torch.log(torch.tensor(class_priors)))',
+            'self.log_prior = nn.Parameter(torch.log(torch.tensor(class_priors)))') + """\
+def train_step(model, optimizer, batch: dict, device):
+    x = batch["x"].to(device, non_blocking=True)
+    lengths = batch["lengths"].to(device, non_blocking=True)
+    labels = batch["labels"].to(device, non_blocking=True)
+    logits = model(x, lengths)
+    loss = F.cross_entropy(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach(), (logits.argmax(dim=1) == labels).sum()
+""",
     },
     "ex3-solution": {
         # Plausible results, as tensors on the device: no training at all.

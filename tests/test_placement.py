@@ -330,6 +330,8 @@ def test_move_batch_moves_every_tensor_and_keeps_container_types():
     assert moved["x"][0].device.type == "meta" and moved["x"][1][0].device.type == "meta"
     assert type(moved[3]) is Pair and moved[3].a.device.type == "meta" and moved[3].b is array
     assert moved["n"] == 5 and batch["x"][0].device.type == "cpu"
+    encoded = placement.move_batch(collections.UserDict({"input_ids": torch.ones(2), "mask": [torch.ones(1)]}), "meta")
+    assert type(encoded) is dict and encoded["input_ids"].device.type == encoded["mask"][0].device.type == "meta"
 
 
 @pytest.mark.parametrize("kwargs, error, name", [
@@ -480,6 +482,15 @@ def test_count_host_syncs_sees_blocking_copies_to_a_device_and_pin_marks_pinned_
         torch.asarray([1, 2], device="meta")
     assert [what.split()[0] for what, _ in syncs.events] == ["torch.tensor", "torch.as_tensor", "torch.asarray"]
     assert all(what.endswith("(blocking host-to-device copy)") for what, _ in syncs.events)
+    on_device = torch.ones(2, device="meta")
+    with placement.count_host_syncs() as syncs:
+        on_device.new_tensor([1.0, 2.0])                   # x.new_tensor(data): built on the host, copied to x's device
+        x.new_tensor([3.0], device="meta")
+        x.new_tensor([1.0, 2.0])                           # on the host: no copy
+        on_device.new_tensor([1.0], device="cpu")
+        on_device.new_zeros(3)                             # made on the device: no copy
+    assert [what.split()[0] for what, _ in syncs.events] == ["Tensor.new_tensor"] * 2, str(syncs)
+    assert all(what.endswith("(blocking host-to-device copy)") for what, _ in syncs.events)
     with placement.count_host_syncs() as syncs:
         torch.tensor([1.0, 2.0])                           # on the host: no copy
         torch.tensor(2.0, device="cpu")
@@ -490,3 +501,49 @@ def test_count_host_syncs_sees_blocking_copies_to_a_device_and_pin_marks_pinned_
         placement.pin([1.0])
     with pytest.raises(ValueError, match="tensor"):
         placement.pin(torch.ones(2, device="meta"))
+
+
+def test_count_host_syncs_sees_unique_repeat_interleave_downloads_and_cuda_synchronize(monkeypatch) -> None:
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    x = torch.tensor([1, 2, 2, 3])
+    with placement.count_host_syncs() as syncs:
+        torch.unique(x)
+        x.unique(return_counts=True)
+        torch.unique(x, dim=0)
+        torch.unique_consecutive(x)
+        x.repeat_interleave(x)                             # the output's size is the sum of the repeats
+        torch.cuda.synchronize()
+    kinds = [what for what, _ in syncs.events]
+    assert kinds == ["aten::_unique2", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+                     "aten::repeat_interleave", "torch.cuda.synchronize"], kinds
+    assert calls == [None] and torch.cuda.synchronize is not None
+    with placement.count_host_syncs() as syncs:
+        x.repeat_interleave(2)                             # a fixed size: no synchronisation
+        x.to("cpu")
+    assert syncs.count == 0, str(syncs)
+    on_device = torch.ones(2, device="meta")
+    with placement.count_host_syncs() as syncs:
+        for download in (lambda: on_device.to("cpu"), lambda: torch.empty(2).copy_(on_device), on_device.cpu):
+            with pytest.raises(NotImplementedError):   # meta has no data to copy back, but the attempt is recorded
+                download()
+    assert [what for what, _ in syncs.events] == ["aten::_to_copy (device-to-host copy)",
+                                                  "aten::copy_ (device-to-host copy)", "Tensor.cpu"], str(syncs)
+    assert torch.cuda.synchronize is not None and torch.cuda.synchronize.__name__ == "<lambda>"
+
+
+def test_a_view_of_pinned_memory_is_pinned_and_long_reports_are_shortened() -> None:
+    import torch
+
+    pinned = placement.pin(torch.randn(8))
+    assert placement.is_pinned(pinned[2:]) and placement.is_pinned(pinned.view(2, 4))
+    assert not placement.is_pinned(pinned.clone()) and not placement.is_pinned(torch.ones(2, device="meta"))
+    with placement.count_host_syncs() as syncs:
+        pinned[1:].to("meta", non_blocking=True)
+    assert syncs.count == 0, str(syncs)
+    with placement.count_host_syncs() as syncs:
+        for _ in range(12):
+            pinned.sum().item()
+    assert str(syncs).splitlines()[-1] == "  ... and 2 more" and len(str(syncs).splitlines()) == 12

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from gpucourse._validate import non_negative_int, non_negative_number, positive_int, positive_number
@@ -291,7 +291,8 @@ def measure_transfer_bandwidth(nbytes: int, pinned: bool = False, device: object
 
 def move_batch(batch: object, device: object, non_blocking: bool = False) -> object:
     """A copy of ``batch`` with every tensor moved to ``device``, however deeply nested in dicts, lists, tuples and
-    named tuples (which keep their types); anything else comes back as the very same object."""
+    named tuples (which keep their types) and other mappings (which come back as dicts); anything else comes back as
+    the very same object."""
     import torch
 
     if not isinstance(non_blocking, bool):
@@ -302,7 +303,7 @@ def move_batch(batch: object, device: object, non_blocking: bool = False) -> obj
     def move(item: object) -> object:
         if isinstance(item, torch.Tensor):
             return item.to(device, non_blocking=non_blocking)
-        if isinstance(item, dict):
+        if isinstance(item, Mapping):  # a dict, or another mapping (a UserDict such as Hugging Face's BatchEncoding)
             return {key: move(value) for key, value in item.items()}
         if isinstance(item, tuple) and hasattr(item, "_fields"):
             return type(item)(*(move(value) for value in item))
@@ -349,24 +350,30 @@ def keras_weights(model: object) -> list:
 
 # --------------------------------------------------------------------------- hidden synchronisations
 
-SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::equal", "aten::is_nonzero")
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::equal", "aten::is_nonzero",
+            "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+            "aten::unique_dim_consecutive", "aten::repeat_interleave")
 """PyTorch ops whose result the CPU must wait for (a number read on the host, or an output shape that depends on the
-data): on a GPU each one stops the CPU until every kernel queued before it has run."""
+data: ``unique``, and ``repeat_interleave`` with a tensor of repeats): on a GPU each one stops the CPU until every
+kernel queued before it has run."""
 
 _SYNC_METHODS = ("tolist", "numpy", "cpu", "__repr__")
 
 _HOST_DATA_FACTORIES = ("tensor", "as_tensor", "asarray")
 """torch functions that build a tensor from Python data on the host: with a GPU ``device=`` they copy it there with
-``non_blocking=False`` (torch/csrc/utils/tensor_new.cpp), a blocking copy that :func:`count_host_syncs` counts."""
+``non_blocking=False`` (torch/csrc/utils/tensor_new.cpp), a blocking copy that :func:`count_host_syncs` counts (as it
+counts ``Tensor.new_tensor(data)`` onto a device, which takes the same path)."""
 
 
 _SIMULATED_PINNED: dict[int, object] = {}
-"""Tensors that :func:`pin` marked as pinned on a machine without CUDA: id -> weak reference."""
+"""Tensors that :func:`pin` marked as pinned on a machine without CUDA: address of their storage -> weak reference
+(so a view or slice of one, which shares its storage, counts as pinned too, as on CUDA)."""
 
 
 def pin(tensor: object) -> object:
     """``tensor`` in page-locked (pinned) host memory: ``tensor.pin_memory()`` where CUDA is available; without CUDA,
-    a copy that :func:`count_host_syncs` treats as pinned (so a CPU learner can practise pinned, non-blocking copies).
+    a copy that :func:`count_host_syncs` treats as pinned (so a CPU learner can practise pinned, non-blocking copies),
+    as it does views and slices of it while that copy lives.
 
     Taught in lesson 08_placement.
     """
@@ -381,7 +388,13 @@ def pin(tensor: object) -> object:
     if torch.cuda.is_available():
         return tensor.pin_memory()
     copy = tensor.clone()
-    _SIMULATED_PINNED[id(copy)] = weakref.ref(copy, lambda _ref, key=id(copy): _SIMULATED_PINNED.pop(key, None))
+    key = copy.untyped_storage().data_ptr()
+
+    def forget(ref: object, key: int = key) -> None:
+        if _SIMULATED_PINNED.get(key) is ref:
+            del _SIMULATED_PINNED[key]
+
+    _SIMULATED_PINNED[key] = weakref.ref(copy, forget)
     return copy
 
 
@@ -391,10 +404,25 @@ def is_pinned(tensor: object) -> bool:
 
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
-    ref = _SIMULATED_PINNED.get(id(tensor))
-    if ref is not None and ref() is tensor:
+    if tensor.device.type != "cpu":
+        return False
+    ref = _SIMULATED_PINNED.get(tensor.untyped_storage().data_ptr())
+    if ref is not None and ref() is not None:
         return True
-    return tensor.device.type == "cpu" and torch.cuda.is_available() and bool(tensor.is_pinned())
+    return torch.cuda.is_available() and bool(tensor.is_pinned())
+
+
+def _download(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether an op copies a tensor from a device back to the host (the CPU waits for it, and for all queued work)."""
+    import torch
+
+    if name == "aten::_to_copy" and args and isinstance(args[0], torch.Tensor):
+        source, target = args[0].device, kwargs.get("device")
+    elif name == "aten::copy_" and len(args) >= 2 and isinstance(args[1], torch.Tensor):
+        source, target = args[1].device, args[0].device
+    else:
+        return False
+    return target is not None and source.type != "cpu" and torch.device(target).type == "cpu"
 
 
 def _blocking_upload(name: str, args: tuple, kwargs: dict) -> bool:
@@ -428,6 +456,8 @@ class HostSyncs:
         if not self.events:
             return "no host synchronisation"
         lines = [f"{self.count} host synchronisation(s):"] + [f"  {what} at {where}" for what, where in self.events[:10]]
+        if self.count > 10:
+            lines.append(f"  ... and {self.count - 10} more")
         return "\n".join(lines)
 
 
@@ -448,13 +478,16 @@ def count_host_syncs() -> Iterator[HostSyncs]:
     """Record every host synchronisation of PyTorch code run in the block, with the line that caused it.
 
     Counted: reading a tensor's value on the host (``.item()``, ``float(t)``, ``if t > 0``: ``aten::_local_scalar_dense``),
-    ops whose output size depends on the data (``nonzero``, boolean masks), and ``.tolist()``, ``.numpy()``,
-    ``.cpu()`` and printing a tensor, and every **blocking host-to-device copy**: ``.to(device)`` with the default
+    ops whose output size depends on the data (``nonzero``, boolean masks, ``unique``, ``repeat_interleave`` with a
+    tensor), ``.tolist()``, ``.numpy()``, ``.cpu()``, any other copy from a device to the host (``.to("cpu")``) and
+    printing a tensor, ``torch.cuda.synchronize()``, and every **blocking host-to-device copy**: ``.to(device)`` with the default
     ``non_blocking=False`` (from pageable memory that is ``cudaMemcpyAsync`` followed by a stream synchronise), or
-    ``non_blocking=True`` from pageable memory, and ``torch.tensor(python_data, device=...)``, which builds the tensor
-    on the host and copies it; only a ``non_blocking=True`` copy from pinned memory (:func:`pin`,
-    ``DataLoader(pin_memory=True)``) is not counted. It works on any device (on the CPU nothing waits, but the same code on a GPU
-    would), which is how lesson 08_placement finds hidden synchronisations without a GPU.
+    ``non_blocking=True`` from pageable memory, and ``torch.tensor(python_data, device=...)`` or
+    ``x.new_tensor(python_data)`` for an ``x`` on a device, which build the tensor on the host and copy it; only a
+    ``non_blocking=True`` copy from pinned memory (:func:`pin`, ``DataLoader(pin_memory=True)``) is not counted. It
+    works on any device (on the CPU nothing waits, but the same code on a GPU would), which is how lesson
+    08_placement finds hidden synchronisations without a GPU. Not seen: code that runs only on a GPU (``if
+    device.type == "cuda":``) and reads made by C++ code outside PyTorch's dispatcher.
     """
     import torch
     from torch.overrides import TorchFunctionMode
@@ -471,10 +504,13 @@ def count_host_syncs() -> Iterator[HostSyncs]:
                 record.events.append((f"{name} (boolean mask)" if masked else name, _caller()))
             elif _blocking_upload(name, args, kwargs or {}):
                 record.events.append((f"{name} (blocking host-to-device copy)", _caller()))
+            elif not inside[0] and _download(name, args, kwargs or {}):  # .cpu() is counted once, as Tensor.cpu
+                record.events.append((f"{name} (device-to-host copy)", _caller()))
             return func(*args, **(kwargs or {}))
 
     class _Factories(TorchFunctionMode):
-        """torch.tensor(data, device=...) from Python data: built on the host, then copied with non_blocking=False."""
+        """torch.tensor(data, device=...) and x.new_tensor(data) from Python data: built on the host, then copied with
+        non_blocking=False (the copy runs below the Python dispatch key, so the dispatch mode never sees it)."""
 
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
@@ -483,6 +519,12 @@ def count_host_syncs() -> Iterator[HostSyncs]:
                 device = kwargs.get("device")
                 if device is not None and torch.device(device).type != "cpu":
                     record.events.append((f"torch.{name} from host data (blocking host-to-device copy)", _caller()))
+            elif (name == "new_tensor" and len(args) >= 2 and isinstance(args[0], torch.Tensor)
+                  and not isinstance(args[1], torch.Tensor)):
+                device = kwargs.get("device") or args[0].device  # x.new_tensor(data): on x's device unless told
+                if torch.device(device).type != "cpu":
+                    record.events.append(("Tensor.new_tensor from host data (blocking host-to-device copy)",
+                                          _caller()))
             return func(*args, **kwargs)
 
     originals = {name: getattr(torch.Tensor, name) for name in _SYNC_METHODS}
@@ -500,14 +542,22 @@ def count_host_syncs() -> Iterator[HostSyncs]:
                 inside[0] -= 1
         return method
 
+    synchronize = torch.cuda.synchronize
+
+    def _synchronize(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        record.events.append(("torch.cuda.synchronize", _caller()))
+        return synchronize(*args, **kwargs)
+
     for name, original in originals.items():
         setattr(torch.Tensor, name, _wrap(name, original))
+    torch.cuda.synchronize = _synchronize
     try:
         with _Mode(), _Factories():
             yield record
     finally:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)
+        torch.cuda.synchronize = synchronize
 
 
 def train_epoch(model: object, batches: object, optimizer: object, device: object) -> object:

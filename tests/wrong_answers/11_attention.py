@@ -162,6 +162,11 @@ WRONG: dict[str, dict[str, str]] = {
         "float16_scores": _kernel(_EX1).replace(            # q k^T accumulated in float16
             "s = tl.dot(q, tl.trans(k)) * scale",
             "s = tl.dot(q, tl.trans(k), out_dtype=q.dtype).to(tl.float32) * scale"),
+        # review v3r3: right on the CPU, refused by a GPU (M1)
+        "r3_output_without_device": _kernel(_EX1).replace("o = torch.empty_like(q)",
+                                                          "o = torch.empty(q.shape, dtype=q.dtype)"),
+        "r3_zeros_without_device": _kernel(_EX1).replace("o = torch.empty_like(q)",
+                                                         "o = torch.zeros(q.shape, dtype=q.dtype)"),
     },
     "ex2-solution": {
         "constant": _EX2 + "    return torch.zeros_like(q)\n",
@@ -175,6 +180,8 @@ WRONG: dict[str, dict[str, str]] = {
         "m_zero": _kernel(_EX2, causal=True, m0="0.0"),
         "upper_left_mask_only": _kernel(_EX2, causal=True, diagonal="rows[:, None]"),
         "float16_state": _low_state(_kernel(_EX2, causal=True)),
+        "r3_output_without_device": _kernel(_EX2, causal=True).replace("o = torch.empty_like(q)",
+                                                                       "o = torch.empty(q.shape, dtype=q.dtype)"),
     },
     "ex3-solution": {
         "constant": _EX3 + "    return torch.zeros(q_t.shape, dtype=q_t.dtype, device=q_t.device)\n",

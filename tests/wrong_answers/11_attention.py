@@ -144,6 +144,20 @@ def _low_state(cell: str) -> str:
     return cell
 
 
+def _v_every_block(cell: str) -> str:
+    """V loaded for every key block; the K load and the block's work under `if start < end:` (skipped past the
+    diagonal): what a learner adding a skip to Exercise 1's loop may write."""
+    lines = cell.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if "k = tl.load(k_ptr" in line)
+    last = next(i for i, line in enumerate(lines) if line.strip() == "m = m_new")
+    body = [line for line in lines[first:last + 1] if "v = tl.load(v_ptr" not in line]
+    load_v = [line for line in lines[first:last + 1] if "v = tl.load(v_ptr" in line]
+    lines[first:last + 1] = load_v + ["            if start < end:\n"] + ["    " + line for line in body]
+    loop = next(i for i, line in enumerate(lines) if "for start in range(0, N_K, BLOCK_N):" in line)
+    lines.insert(loop, "        end = tl.minimum(N_K, first + BLOCK_M + N_K - N_Q)\n")
+    return "".join(lines)
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         "constant": _EX1 + "    return torch.zeros_like(q)\n",
@@ -182,6 +196,9 @@ WRONG: dict[str, dict[str, str]] = {
         "float16_state": _low_state(_kernel(_EX2, causal=True)),
         "r3_output_without_device": _kernel(_EX2, causal=True).replace("o = torch.empty_like(q)",
                                                                        "o = torch.empty(q.shape, dtype=q.dtype)"),
+        # M3: V loaded for every key block (K and the dots skipped past the diagonal); Q reloaded per key block
+        "r3_v_every_block": _v_every_block(_kernel(_EX2, causal=True, end="N_K")),
+        "r3_q_in_loop": _kernel(_EX2, causal=True, q_in_loop=True),
     },
     "ex3-solution": {
         "constant": _EX3 + "    return torch.zeros(q_t.shape, dtype=q_t.dtype, device=q_t.device)\n",

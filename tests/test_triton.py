@@ -107,6 +107,24 @@ def test_interpreted_nan_that_a_kernel_discards_prints_nothing_to_stderr(capfd):
     assert capfd.readouterr().err == ""
 
 
+def _fresh_add_kernel():
+    @triton.jit
+    def inner_add(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n_elements) + 1, mask=offsets < n_elements)
+
+    return inner_add
+
+
+def test_a_kernel_defined_inside_a_function_is_built_once_for_the_gpu():
+    """Each call makes a new @triton.jit object; the compiled path reuses the first, whose binaries Triton caches."""
+    first, second = _fresh_add_kernel(), _fresh_add_kernel()
+    assert first is not second
+    assert triton_launch._built_once(first) is triton_launch._built_once(second) is first
+    assert triton_launch._built_once(add_kernel) is add_kernel
+    assert triton_launch._built_once(relu_kernel) is relu_kernel   # another source: its own object
+
+
 def test_in_place_kernel_sees_one_tensor():
     x = torch.arange(10, dtype=torch.float32)
     with tb.count_traffic() as traffic:

@@ -425,6 +425,22 @@ def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, con
     return record
 
 
+_BUILT: dict[tuple, object] = {}   # (source, globals, name) -> the first @triton.jit object launched compiled
+
+
+def _built_once(kernel: object) -> object:
+    """The first @triton.jit object launched with this kernel's source, module globals and name.
+
+    Triton keeps compiled binaries per JITFunction object, so a kernel defined inside a Python function (a new
+    object at every call, as the lessons' exercises write it) would go through Triton's compile path, a disk-cache
+    hit of milliseconds, at every launch, and a timing of the function would count it. Lesson: 11_attention.
+    """
+    src, fn = getattr(kernel, "src", None), getattr(kernel, "fn", None)
+    if not isinstance(src, str) or fn is None:   # an autotuner, or not a JITFunction: as it is
+        return kernel
+    return _BUILT.setdefault((src, id(getattr(fn, "__globals__", None)), getattr(fn, "__qualname__", "")), kernel)
+
+
 def launch(kernel: object, grid: object, *args: object, **constexprs: object) -> None:
     """Run ``kernel[grid](*args, **constexprs)``: compiled on a CUDA GPU, else in Triton's interpreter.
 
@@ -444,7 +460,7 @@ def launch(kernel: object, grid: object, *args: object, **constexprs: object) ->
     _check_arguments(names, args, constexprs)
     triton_checks.check_devices(dict(zip(names, args)) | constexprs)   # a GPU reads no CPU tensor
     if runs_compiled(*args, *constexprs.values()):
-        kernel[grid](*args, **constexprs)
+        _built_once(kernel)[grid](*args, **constexprs)   # compiled once per source, not per object
         return
     if jit_function is not kernel:
         raise ValueError("kernel: the interpreter cannot autotune (it measures no speed); launch kernel.fn with "

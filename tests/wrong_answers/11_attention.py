@@ -201,7 +201,7 @@ WRONG: dict[str, dict[str, str]] = {
         "typical": _kernel(_EX2, causal=True, end="tl.minimum(N_K, first + BLOCK_M)", diagonal="rows[:, None]"),
         "no_skip": _kernel(_EX2, causal=True, end="N_K"),           # every block loaded, then masked
         "masked_loads": _kernel(_EX2, causal=True, end="N_K",       # loads issued with an all-False mask
-                                load_mask="inside & (start <= first + BLOCK_M - 1 + N_K - N_Q)"),
+                                load_mask="tl.where(start <= first + BLOCK_M - 1 + N_K - N_Q, inside, False)"),
         "m_zero": _kernel(_EX2, causal=True, m0="0.0"),
         "upper_left_mask_only": _kernel(_EX2, causal=True, diagonal="rows[:, None]"),
         "float16_state": _low_state(_kernel(_EX2, causal=True)),

@@ -144,6 +144,30 @@ def _low_state(cell: str) -> str:
     return cell
 
 
+def _low_acc(cell: str) -> str:
+    """acc alone kept in the inputs' dtype (ell in float32): off by a few 1e-3 only, on long float16 rows."""
+    for old, new in (("acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)", "acc = tl.zeros((BLOCK_M, D), dtype=q.dtype)"),
+                     ("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+                      "acc = (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)).to(q.dtype)")):
+        assert cell.count(old) == 1, old
+        cell = cell.replace(old, new)
+    return cell
+
+
+def _v_every_block(cell: str) -> str:
+    """V loaded for every key block; the K load and the block's work under `if start < end:` (skipped past the
+    diagonal): what a learner adding a skip to Exercise 1's loop may write."""
+    lines = cell.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if "k = tl.load(k_ptr" in line)
+    last = next(i for i, line in enumerate(lines) if line.strip() == "m = m_new")
+    body = [line for line in lines[first:last + 1] if "v = tl.load(v_ptr" not in line]
+    load_v = [line for line in lines[first:last + 1] if "v = tl.load(v_ptr" in line]
+    lines[first:last + 1] = load_v + ["            if start < end:\n"] + ["    " + line for line in body]
+    loop = next(i for i, line in enumerate(lines) if "for start in range(0, N_K, BLOCK_N):" in line)
+    lines.insert(loop, "        end = tl.minimum(N_K, first + BLOCK_M + N_K - N_Q)\n")
+    return "".join(lines)
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         "constant": _EX1 + "    return torch.zeros_like(q)\n",
@@ -162,6 +186,12 @@ WRONG: dict[str, dict[str, str]] = {
         "float16_scores": _kernel(_EX1).replace(            # q k^T accumulated in float16
             "s = tl.dot(q, tl.trans(k)) * scale",
             "s = tl.dot(q, tl.trans(k), out_dtype=q.dtype).to(tl.float32) * scale"),
+        # review v3r3: right on the CPU, refused by a GPU (M1)
+        "r3_output_without_device": _kernel(_EX1).replace("o = torch.empty_like(q)",
+                                                          "o = torch.empty(q.shape, dtype=q.dtype)"),
+        "r3_zeros_without_device": _kernel(_EX1).replace("o = torch.empty_like(q)",
+                                                         "o = torch.zeros(q.shape, dtype=q.dtype)"),
+        "r3_float16_acc": _low_acc(_kernel(_EX1)),          # review v3r3 minor 1: failed by 10 % only
     },
     "ex2-solution": {
         "constant": _EX2 + "    return torch.zeros_like(q)\n",
@@ -171,10 +201,16 @@ WRONG: dict[str, dict[str, str]] = {
         "typical": _kernel(_EX2, causal=True, end="tl.minimum(N_K, first + BLOCK_M)", diagonal="rows[:, None]"),
         "no_skip": _kernel(_EX2, causal=True, end="N_K"),           # every block loaded, then masked
         "masked_loads": _kernel(_EX2, causal=True, end="N_K",       # loads issued with an all-False mask
-                                load_mask="inside & (start <= first + BLOCK_M - 1 + N_K - N_Q)"),
+                                load_mask="tl.where(start <= first + BLOCK_M - 1 + N_K - N_Q, inside, False)"),
         "m_zero": _kernel(_EX2, causal=True, m0="0.0"),
         "upper_left_mask_only": _kernel(_EX2, causal=True, diagonal="rows[:, None]"),
         "float16_state": _low_state(_kernel(_EX2, causal=True)),
+        "r3_output_without_device": _kernel(_EX2, causal=True).replace("o = torch.empty_like(q)",
+                                                                       "o = torch.empty(q.shape, dtype=q.dtype)"),
+        # M3: V loaded for every key block (K and the dots skipped past the diagonal); Q reloaded per key block
+        "r3_v_every_block": _v_every_block(_kernel(_EX2, causal=True, end="N_K")),
+        "r3_q_in_loop": _kernel(_EX2, causal=True, q_in_loop=True),
+        "r3_float16_acc": _low_acc(_kernel(_EX2, causal=True)),
     },
     "ex3-solution": {
         "constant": _EX3 + "    return torch.zeros(q_t.shape, dtype=q_t.dtype, device=q_t.device)\n",

@@ -437,7 +437,7 @@ def test_plot_sweep_marks_the_saturation_point():
         pipeline.plot_sweep([1, 2])
 
 
-def test_tf_pipeline_caches_and_reshuffles():
+def test_tf_pipeline_shuffles_above_the_cache():
     pytest.importorskip("tensorflow")
     data = SlowImages(n=40, shape=(1, 4, 4), decode_s=0.0, seed=1)
     decode = pipeline.tf_slow_decode(0.0)
@@ -445,5 +445,6 @@ def test_tf_pipeline_caches_and_reshuffles():
     epochs = [np.concatenate([np.asarray(y) for _, y in dataset]) for _ in range(3)]
     assert all(sorted(e.tolist()) == sorted(data.labels.tolist()) for e in epochs)
     assert decode.counter.count == 40
+    assert epochs[0].tolist() == epochs[1].tolist() == epochs[2].tolist()  # shuffled above the cache: replayed
     with pytest.raises(TypeError, match="decode"):
         pipeline.tf_pipeline(data.raw, data.labels, 3, 16)

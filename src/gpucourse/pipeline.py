@@ -550,9 +550,10 @@ def tf_random_flip(seed: int = 0) -> Callable:
 
 def tf_pipeline(images: np.ndarray, labels: np.ndarray, decode: Callable, batch_size: int, *, parallel: bool = True,
                 cache: bool = False, shuffle: bool = False, seed: int | None = None):
-    """A ``tf.data`` input pipeline over undecoded ``images``: map ``decode`` (in parallel with AUTOTUNE when
-    ``parallel``), then ``cache()`` the decoded elements, ``shuffle`` the whole set anew every epoch, batch, and
-    prefetch (AUTOTUNE) when ``parallel``, in that order."""
+    """A ``tf.data`` input pipeline over undecoded ``images`` for the lesson's demo: map ``decode`` (in parallel with
+    AUTOTUNE when ``parallel``), ``shuffle`` the whole set when ``shuffle``, ``cache()`` when ``cache``, batch, and
+    prefetch (AUTOTUNE) when ``parallel``. With both on, the shuffle lies above the cache: it runs in the first epoch
+    only, and every later epoch replays that epoch's order (the demo measures this, it is not a recipe)."""
     batch_size = positive_int("batch_size", batch_size)
     if not callable(decode):
         raise TypeError(f"decode must be a map function (image, label) -> (x, label), got {type(decode).__name__}")
@@ -566,10 +567,10 @@ def tf_pipeline(images: np.ndarray, labels: np.ndarray, decode: Callable, batch_
 
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
-    if cache:
-        dataset = dataset.cache()
     if shuffle:
         dataset = dataset.shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
+    if cache:
+        dataset = dataset.cache()
     dataset = dataset.batch(batch_size)
     return dataset.prefetch(tf.data.AUTOTUNE) if parallel else dataset
 

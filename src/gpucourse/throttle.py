@@ -27,7 +27,7 @@ CHANGES = {
                            "after warm-up and plan with the sustained rate",
     "improve_cooling": "check the cooling (airflow, fans, a hot or crowded case): the GPU lowers its clock to protect "
                        "itself",
-    "feed_faster": "feed the GPU faster: more DataLoader workers, pinned memory and prefetching, or preprocess once",
+    "feed_faster": "feed the GPU faster: more DataLoader workers and prefetching, or preprocess once",
     "remove_syncs": "stop making the host wait for the GPU every step (.item(), .cpu(), printing the loss): read "
                     "values every N steps",
     "bigger_batch": "use a bigger batch per step",

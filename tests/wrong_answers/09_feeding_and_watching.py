@@ -108,8 +108,29 @@ WRONG: dict[str, dict[str, str]] = {
     batches = BatchSampler(RandomSampler(range(len(y))), batch_size, drop_last=False)
     return DataLoader(TensorDataset(x, y), sampler=batches, batch_size=None)
 ''',
+        # Review v3r3 (M4): decoded once, batches drawn once; each epoch only reorders the batches and the images in them.
+        "r3_fixed_batches": _EX1 + _DECODE_ONCE + '''\
+    order = torch.randperm(len(y))
+    batches = [order[i:i + batch_size] for i in range(0, len(y), batch_size)]
+
+    class FixedBatches:
+        def __iter__(self):
+            for b in torch.randperm(len(batches)).tolist():
+                index = batches[b][torch.randperm(len(batches[b]))]
+                yield x[index], y[index]
+
+    return FixedBatches()
+''',
     },
     "ex2-solution": {
+        # Review v3r3 (M2): the demo's tf_pipeline copied (shuffle above the cache), then the augmentation.
+        "r3_demo_copy": _EX2 + '''\
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.shuffle(len(images), reshuffle_each_iteration=True).cache()
+    dataset = dataset.batch(batch_size).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+''',
         # A fixed little dataset, whatever the images.
         "constant": _EX2 + '''\
     import numpy as np
@@ -312,6 +333,14 @@ WRONG: dict[str, dict[str, str]] = {
     if np.median(memory[half]) >= 0.95 > np.median(memory[:per]):
         causes.append("memory_thrash")
     return causes
+''',
+        # Review v3r3 (M1): the slowdown checked for the whole run, not in the epochs where each cause shows.
+        "r3_slowdown_whole_run": _EX3 + _EX3_EPOCHS.replace(
+            "        if np.median(speed[window]) >= 0.9 * first:\n            continue\n", "").replace(
+            "if len(epochs) >= 2}", "if len(epochs) >= 2 and (slowed or cause == \"worker_restart\")}").replace(
+            "    seen = {}\n", "    slowed = any(np.median(speed[k * per:(k + 1) * per]) < 0.9 * first\n"
+            "                 for k in range(1, len(trace) // per))\n    seen = {}\n") + '''\
+    return sorted(began, key=began.get)
 ''',
     },
 }

@@ -210,3 +210,16 @@ def test_quiet_drops_the_tf32_notice_and_dynamo_warnings_only(capfd):
     with pytest.warns(UserWarning, match="something else"):
         with compilers.quiet():
             warnings.warn("something else", UserWarning)
+
+
+def test_compare_writings_reads_breaks_library_calls_and_fused_pairs():
+    """Exercise 3's answer on the recorded pairs: graph breaks count every module, the same code is "fused"."""
+    def compare(a, b):
+        return compilers.compare_writings(compilers.recorded_code(a), compilers.recorded_code(b))
+
+    assert len(compilers.recorded_code("clip_by_item")["codes"]) == 2
+    assert compare("clip_by_item", "clip_by_clamp") == {"fewer_bytes": "b", "kernels": [2, 1], "why": "graph break"}
+    assert compare("gelu_by_hand", "gelu_library") == {"fewer_bytes": "same", "kernels": [1, 1], "why": "fused"}
+    assert compare("scale_x_then_mm", "scale_w_then_mm") == {"fewer_bytes": "b", "kernels": [2, 2],
+                                                             "why": "extern call"}
+    assert compare("mm_then_normalise", "normalise_then_mm")["fewer_bytes"] == "a"

@@ -8,8 +8,8 @@
 - :func:`break_report` reads ``torch._dynamo.explain``: graphs, graph breaks and their reasons, operations per graph.
 - :class:`TinyBlock` (a transformer block) and :class:`NoisyMLP` (a model with graph breaks and a recompile) are the
   lesson's models. :func:`steady_forward` and :func:`run_steady` are the instructor's answer to its exercise 2, and
-  :func:`kernel_traffic` (reading inductor's generated code, :func:`recorded_code`) to its exercise 3 (off-limits
-  while those are graded).
+  :func:`compare_writings` to its exercise 3 (off-limits while those are graded). :func:`kernel_traffic` reads the
+  bytes each kernel of inductor's generated code moves (:func:`recorded_code`); exercise 3 uses it.
 
 Graph breaks and recompiles are observed with the ``eager`` backend or a :class:`GraphRecorder`: fast, no compiler.
 """
@@ -312,13 +312,16 @@ ITEMSIZE = {"float": 4, "double": 8, "at::Half": 2, "at::BFloat16": 2, "half": 2
 def recorded_code(name: str | None = None) -> dict:
     """The recording (``name=None``: its metadata and every chain) or one chain's entry: ``source`` (the function
     compiled), ``inputs`` (shapes and dtypes) and ``code`` (the text ``run_and_get_code`` returned), labelled with the
-    torch version, machine and date it was recorded on."""
+    torch version, machine and date it was recorded on. ``codes`` holds every module the call compiled, in the order
+    they ran (several after a graph break); ``code`` is the first."""
     record = json.loads(RECORDED_CODE.read_text(encoding="utf-8"))
     if name is None:
         return record
     if name not in record["chains"]:
         raise KeyError(f"no recorded chain {name!r}; recorded: {sorted(record['chains'])}")
-    return {**record["chains"][name], "torch": record["torch"], "machine": record["machine"], "date": record["date"]}
+    entry = record["chains"][name]
+    return {"codes": [entry["code"]], **entry, "torch": record["torch"], "machine": record["machine"],
+            "date": record["date"]}
 
 
 def _split_arguments(text: str) -> list[str]:
@@ -373,6 +376,25 @@ def kernel_traffic(code: str) -> list[dict]:
     return launches
 
 
+def compare_writings(a: dict, b: dict) -> dict:
+    """Which of two writings of one computation moves fewer bytes in inductor's generated kernels, how many kernels
+    each launches, and why they differ. ``a`` and ``b`` hold ``codes``: every module ``run_and_get_code`` returned
+    (:func:`recorded_code`). Exercise 3's answer."""
+    traffic = {}
+    for side, writing in (("a", a), ("b", b)):
+        launches = [launch for code in writing["codes"] for launch in kernel_traffic(code)]
+        traffic[side] = (len(launches), sum(launch["read"] + launch["written"] for launch in launches))
+    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic["a"], traffic["b"]
+    if (kernels_a, bytes_a) == (kernels_b, bytes_b):
+        return {"fewer_bytes": "same", "kernels": [kernels_a, kernels_b], "why": "fused"}
+    fewer = "a" if bytes_a < bytes_b else "b"
+    if len(a["codes"]) != len(b["codes"]):
+        why = "graph break"
+    else:
+        why = "extern call"
+    return {"fewer_bytes": fewer, "kernels": [kernels_a, kernels_b], "why": why}
+
+
 def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[], None] | None = None
                  ) -> tuple[float, float]:
     """(seconds of the first call, median seconds of a later call) of ``fn``; the first call of a compiled function
@@ -392,5 +414,5 @@ def time_compile(fn: Callable[[], object], *, calls: int = 10, sync: Callable[[]
 
 
 __all__ = ["BreakReport", "GraphRecorder", "NoisyMLP", "TinyBlock", "break_report", "choose_backend", "count_graphs",
-           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "kernel_traffic", "recorded_code", "rms_norm",
+           "gelu_tanh", "op_name", "quiet", "quiet_compilation", "recompile_limit", "kernel_traffic", "compare_writings", "recorded_code", "rms_norm",
            "run_steady", "steady_forward", "time_compile"]

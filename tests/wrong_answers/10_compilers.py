@@ -330,10 +330,21 @@ def steady_forward(model, x, step):
 }
 
 _EX3_HEAD = '''\
-def kernel_traffic(code: str) -> list:
-    """One {"kernel", "read", "written"} per launch of a generated kernel in inductor's CPU code, in launch order."""
+def compare(a: dict, b: dict) -> dict:
+    \"\"\"Which of two writings moves fewer bytes in inductor's generated kernels, how many each launches, and why.\"\"\"
 '''
-_EX3_BODY = '    import math\n    import re\n\n    itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}\n    kernels = {}   # name -> [(in_ptr | out_ptr | in_out_ptr, bytes per element)] in the order of its parameters\n    for name, source in re.findall(r"^(\\w+) = async_compile\\.cpp_pybinding\\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):\n        params = re.search(r\'extern "C"\\s+void\\s+kernel\\((.*?)\\)\', source, re.S).group(1)\n        kernels[name] = [(kind, itemsize[ctype]) for ctype, kind in\n                         re.findall(r"(?:const\\s+)?([\\w:]+)\\s*\\*\\s*(in_out_ptr|in_ptr|out_ptr)\\d+", params)]\n\n    def elements(sizes):\n        return math.prod(int(size) for size in sizes.replace(" ", "").split(",") if size)\n\n    size = {}      # buffer name -> elements\n    launches = []\n    for line in code[code.index("def call("):].splitlines():\n        line = line.strip()\n        if match := re.match(r"(?:assert_size_stride\\(|(\\w+) = empty_strided\\w*\\()(\\w+)?,? ?\\(([^)]*)\\)", line):\n            size[match.group(1) or match.group(2)] = elements(match.group(3))\n        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):\n            size[match.group(1)] = size[match.group(2)]\n        elif match := re.match(r"(\\w+) = reinterpret_tensor\\(\\w+, \\(([^)]*)\\)", line):\n            size[match.group(1)] = elements(match.group(2))     # a view into a buffer (a cat\'s part): its own size\n        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:\n            read = written = 0\n            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):\n                read += size[buffer] * nbytes if kind != "out_ptr" else 0\n                written += size[buffer] * nbytes if kind != "in_ptr" else 0\n            launches.append({"kernel": match.group(1), "read": read, "written": written})\n    return launches\n'
+_EX3_BODY = '''\
+    def traffic(writing):          # (kernels launched, bytes moved) over every module the writing compiled to
+        launches = [launch for code in writing["codes"] for launch in compilers.kernel_traffic(code)]
+        return len(launches), sum(launch["read"] + launch["written"] for launch in launches)
+
+    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic(a), traffic(b)
+    kernels = [kernels_a, kernels_b]
+    if (kernels_a, bytes_a) == (kernels_b, bytes_b):
+        return {"fewer_bytes": "same", "kernels": kernels, "why": "fused"}
+    why = "graph break" if len(a["codes"]) != len(b["codes"]) else "extern call"
+    return {"fewer_bytes": "a" if bytes_a < bytes_b else "b", "kernels": kernels, "why": why}
+'''
 
 
 def _ex3(old: str, new: str) -> str:
@@ -343,70 +354,42 @@ def _ex3(old: str, new: str) -> str:
 
 
 WRONG["ex3-solution"] = {
-    # The visible chain's reading, whatever the code.
+    # The visible pair's answer, whatever the pair.
     "constant": _EX3_HEAD + '''\
-    return [{"kernel": "cpp_fused_add_mul_tanh_0", "read": 2000, "written": 2000}]
+    return {"fewer_bytes": "b", "kernels": [2, 1], "why": "extern call"}
 ''',
-    # The course's own reading: off-limits here.
+    # The course's own comparison: off-limits here.
     "helper": _EX3_HEAD + '''\
-    return compilers.kernel_traffic(code)
+    return compilers.compare_writings(a, b)
 ''',
-    # One kernel named after the first cpp_fused name, reading and writing the first input (right for one
-    # elementwise chain of one input only).
-    "visible_only": _EX3_HEAD + '''\
-    import math
-    import re
+    # The first module only: right when neither writing has a graph break (the visible pair).
+    "visible_only": _ex3('''for code in writing["codes"] for launch''', '''for code in writing["codes"][:1] for launch'''),
+    # The cheaper writing is the one with fewer kernels (as many kernels: the same cost, "fused").
+    "typical": _ex3('''    if (kernels_a, bytes_a) == (kernels_b, bytes_b):''', '''    bytes_a, bytes_b = kernels_a, kernels_b
+    if kernels_a == kernels_b:'''),
+    # The cheaper writing is the one with fewer operations in its Python source.
+    "r3_op_count": _ex3('''    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic(a), traffic(b)''',
+                        '''    import re
 
-    name = re.search(r"(cpp_fused\\w+) = async_compile", code).group(1)
-    sizes = re.search(r"assert_size_stride\\(\\w+, \\(([^)]*)\\)", code).group(1)
-    elements = math.prod(int(s) for s in sizes.replace(" ", "").split(",") if s)
-    itemsize = 2 if "at::Half" in code else 4
-    return [{"kernel": name, "read": elements * itemsize, "written": elements * itemsize}]
-''',
-    # No fusion: every operation named in a fused kernel counted as a kernel of its own, reading and writing
-    # the kernel's buffers (what eager PyTorch would launch).
-    "typical": _ex3('''            launches.append({"kernel": match.group(1), "read": read, "written": written})''',
-                    '''            for op in match.group(1).removeprefix("cpp_fused_").rsplit("_", 1)[0].split("_"):
-                launches.append({"kernel": match.group(1), "read": read, "written": written})'''),
-    # A view counted as a kernel that reads and writes its buffer.
-    "view_op": _ex3('''        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):''',
-                    '''        elif "reinterpret_tensor(" in line:
-            for view in re.findall(r"reinterpret_tensor\\((\\w+), \\(([^)]*)\\)", line):
-                launches.append({"kernel": "reinterpret_tensor", "read": elements(view[1]) * 4,
-                                 "written": elements(view[1]) * 4})
-        elif match := re.match(r"(\\w+) = (\\w+); del \\2", line):'''),
-    # Elements instead of bytes.
-    "elements": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}''',
-                     '''itemsize = {"float": 1, "at::Half": 1, "at::BFloat16": 1, "bool": 1}'''),
-    # Every element taken as 4 bytes: the dtype ignored.
-    "ignores_dtype": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}''',
-                          '''itemsize = {"float": 4, "at::Half": 4, "at::BFloat16": 4, "bool": 4}'''),
-    # An in-place kernel (in_out_ptr) counted as a write only.
-    "in_out_once": _ex3('''if kind != "out_ptr" else 0''', '''if kind == "in_ptr" else 0'''),
-    # Library calls counted as kernels too (extern_kernels.mm, aten.sort).
-    # Views that name a buffer (`bufN = reinterpret_tensor(bufM, ...)  # alias`, a cat's parts) not read: the
-    # kernel that writes through them fails with a KeyError (v3r2's model answer).
-    "no_alias": _ex3('''        elif match := re.match(r"(\\w+) = reinterpret_tensor\\(\\w+, \\(([^)]*)\\)", line):
-            size[match.group(1)] = elements(match.group(2))     # a view into a buffer (a cat's part): its own size
-''', ""),
-    # v3r2's reviewer (major 9): a buffer counted once per module, not once per kernel: the second kernel that
-    # reads an input is charged nothing for it.
-    "r2_once_per_module": _ex3('''    launches = []
-''', '''    launches = []
-    counted = set()
-''').replace('''            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):
-''', '''            for (kind, nbytes), buffer in zip(kernels[match.group(1)], match.group(2).split(", ")):
-                if buffer in counted:
-                    continue
-                counted.add(buffer)
-'''),
-    # v3r2's model answer: the three float types only; a bool result (x * 2 > 0) fails with a KeyError.
-    "r2_no_bool": _ex3('''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2, "bool": 1}''',
-                       '''itemsize = {"float": 4, "at::Half": 2, "at::BFloat16": 2}'''),
-    "extern_counted": _ex3('''        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:''',
-                           '''        elif "extern_kernels." in line or "torch.ops.aten." in line:
-            launches.append({"kernel": line.split("(")[0].split()[-1], "read": 0, "written": 0})
-        elif (match := re.match(r"(\\w+)\\((.*)\\)$", line)) and match.group(1) in kernels:'''),
+    def operations(writing):
+        body = writing["source"].split(":", 1)[1]
+        return len(re.findall(r"[-+*/@]|\\b\\w+\\(|\\bif\\b", body))
+
+    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic(a), traffic(b)
+    bytes_a, bytes_b = operations(a), operations(b)'''),
+    # Kernels counted instead of graphs: a writing with more kernels is taken for one with a graph break.
+    "r3_wrong_category": _ex3('''len(a["codes"]) != len(b["codes"])''', '''kernels_a != kernels_b'''),
+    # "extern call" whenever a library call or fallback appears, even where the difference is a graph break.
+    "r3_extern_anywhere": _ex3('''    why = "graph break" if len(a["codes"]) != len(b["codes"]) else "extern call"''',
+                               '''    import re
+
+    calls = re.compile(r"\\b(?:extern_kernels|torch\\.ops\\.aten)\\.[\\w.]+\\(")
+    extern = any(calls.search(code) for writing in (a, b) for code in writing["codes"])
+    why = "extern call" if extern else "graph break"'''),
+    # Inductor fuses, so the answer is always "fused".
+    "r3_always_fused": _ex3('''"kernels": kernels, "why": why}''', '''"kernels": kernels, "why": "fused"}'''),
+    # Only the bytes read compared: a writing that reads less but writes far more is taken as the cheaper one.
+    "r3_read_only": _ex3('''launch["read"] + launch["written"] for launch''', '''launch["read"] for launch'''),
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

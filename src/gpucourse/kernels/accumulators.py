@@ -599,9 +599,12 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
     source line whose LLVM IR does float64 arithmetic, anywhere in the kernel or its device functions
     (``"(float64 arithmetic, line 15: out[i] = total ** 0.5)"``; a float64 comparison, ``x > 0.0``, counts too), or
     holds one entry when the compiler refuses the kernel (``"(CUDA's compiler refuses your kernel, line 7: ...)"``:
-    a local list, ``np.zeros``, a generator). Where the kernel cannot be compiled that way (a value that cannot be
-    shipped to the subprocess, a numba without the CUDA target, a failed subprocess), the checks below decide,
-    silently: :func:`float64_accumulators_by_source`, with Numba's own typing of the sums.
+    a local list, ``np.zeros``, a generator, and in numba 0.66 to 0.68 the built-in ``min``/``max``). A kernel that
+    reads a value from its closure or globals that cannot be sent to the compiler (an object, a list, a large array)
+    gets one entry that says so and asks for it as an argument: the check fails visibly rather than switch to a
+    weaker one. Only where nothing the learner wrote is at fault (a numba without the CUDA target, a failed
+    subprocess) do the checks below decide, silently: :func:`float64_accumulators_by_source`, with Numba's own typing
+    of the sums.
     """
     if args is not None and not isinstance(args, (tuple, list)):
         raise TypeError(f"args: expected a tuple of the kernel's arguments, got {type(args).__name__}")

@@ -882,3 +882,7 @@ for _exercise, _name in (("ex1-solution", "r13_offsets_tuple_np_zeros"),
                          ("ex3-solution", "r13_block_tuple_pow_cast")):
     assert "OFFSETS[a]" in WRONG[_exercise][_name] or "for f in fields" in WRONG[_exercise][_name] \
         or "min(" in WRONG[_exercise][_name] or "block[0]" in WRONG[_exercise][_name]
+# Review r13 (minor, from r12): a right Ex2 answer that accumulates with cuda.fma (the tracer lacked it).
+RIGHT.setdefault("ex2-solution", {})["r13ok_cuda_fma"] = _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
+    "total += value * value", "total = cuda.fma(value, value, total)")
+assert "cuda.fma" in RIGHT["ex2-solution"]["r13ok_cuda_fma"]

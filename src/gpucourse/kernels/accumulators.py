@@ -625,6 +625,13 @@ def float64_accumulators_many(pairs: list) -> list:
             for report, (kernel, args) in zip(reports, pairs)]
 
 
+def compile_hint(findings: list) -> str:
+    """The hint of a failed compile check: each finding (which names its line) once, then one sentence."""
+    return "\n".join(dict.fromkeys(findings)) + (
+        "\nIn a kernel: start sums at np.float32(0.0), mix no bare 0.0 or int mask into float32 math, use math.sqrt "
+        "(not ** 0.5 or math.pow), and cuda.local.array or separate variables (not a list or np.zeros).")
+
+
 def float64_accumulators_by_source(kernel: Union[Callable, str], args: Union[tuple, None] = None) -> list[str]:
     """The fallback check: names of the variables a kernel accumulates into in float64 (started at a bare float, or
     updated with one), read from its source and typed by Numba's CPU target with a stub ``cuda``.
@@ -722,5 +729,5 @@ def float64_accumulators_by_source(kernel: Union[Callable, str], args: Union[tup
     return sorted(found)
 
 
-__all__ = ["float64_accumulators", "float64_accumulators_by_source", "float64_accumulators_many",
+__all__ = ["compile_hint", "float64_accumulators", "float64_accumulators_by_source", "float64_accumulators_many",
            "numba_float64_sums"]

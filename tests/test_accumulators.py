@@ -481,6 +481,7 @@ def _square64(v):
 
 
 _LENGTHS = (np.ones((3, 8), np.float32), np.zeros(8, np.float32))
+_OFFSETS = (-1, 0, 1)  # a module-level tuple, as in review r13's Ex1 answer
 
 
 def test_the_cuda_compiler_finds_float64_from_calls_and_after_the_loop():
@@ -556,7 +557,8 @@ def test_the_cuda_compiler_refuses_a_list_and_np_zeros_and_names_the_line():
 
 def test_a_float64_comparison_counts_and_float32_kernels_pass():
     """Decided: ``x > 0.0`` with x float32 is a float64 comparison (DSETP on a GPU, FP64 rate), so it counts;
-    ``np.float32(0.0)``, ``x ** 2``, ``cuda.fma``, shared arrays, syncthreads, atomics and min/max compile clean."""
+    ``np.float32(0.0)``, ``x ** 2``, ``cuda.fma``, shared arrays, syncthreads, atomics and an if for min compile
+    clean."""
     @cuda.jit
     def relu64(p, out):
         i = cuda.grid(1)
@@ -569,7 +571,8 @@ def test_a_float64_comparison_counts_and_float32_kernels_pass():
         i = cuda.grid(1)
         t = cuda.threadIdx.x
         total = np.float32(0.0)
-        for f in range(min(p.shape[0], 8)):
+        fields = p.shape[0] if p.shape[0] < 8 else 8
+        for f in range(fields):
             total = cuda.fma(p[f, i], p[f, i], total) + p[f, i] ** 2
         staged[t] = total if total > np.float32(0.0) else np.float32(0.0)
         cuda.syncthreads()
@@ -601,7 +604,76 @@ def test_kernels_built_in_a_closure_are_compiled_each_with_its_own_values():
     assert "p[0, i] * scale" in wide
 
 
-def test_what_cannot_be_shipped_falls_back_to_the_source_check_silently(capsys):
+def test_the_builtin_min_and_max_are_refused_with_the_line_and_the_fix():
+    """Review r13 (critical): numba 0.66 to 0.68 cannot compile two-argument min/max on the CUDA target (numba issue
+    #10753); the check runs numba's compiler unpatched, so it says so, naming the line, instead of hiding it."""
+    import numba
+
+    @cuda.jit
+    def chunk_end_min(p, out):
+        i = cuda.grid(1)
+        total = np.float32(0.0)
+        for f in range(0, min(p.shape[0], 8)):
+            total += p[f, i]
+        out[i] = total
+
+    @cuda.jit
+    def clamp_max(p, out):
+        i = cuda.grid(1)
+        out[i] = max(p[0, i], np.float32(0.0))
+
+    found = float64_accumulators_many([(chunk_end_min, _LENGTHS), (clamp_max, _LENGTHS)])
+    if tuple(int(part) for part in numba.__version__.split(".")[:2]) < (0, 66):
+        assert found == [[], []]  # an older numba compiles them
+        return
+    [[chunk], [clamp]] = found
+    assert chunk.startswith("(CUDA's compiler refuses your kernel, line ") and "min(p.shape[0], 8)" in chunk
+    assert "numba issue #10753" in chunk and "a if a < b else b" in chunk
+    assert "max(p[0, i], np.float32(0.0))" in clamp and "cannot compile the built-in min or max" in clamp
+
+
+def test_tuples_from_the_closure_or_globals_are_compiled():
+    """Review r13 (major): a tuple in the closure (Ex2's fields) or the module (Ex1's OFFSETS) is sent to the compiler,
+    so float64 and allocation behind it are found; a right kernel reading tuples, nested too, is clean."""
+    fields = (0, 1)
+    nested = ((0, np.float32(1.0)), (1, np.float32(2.0)))
+
+    @cuda.jit
+    def tuple_pow_half(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f in fields:
+                total += p[f, i] * p[f, i]
+            out[i] = total ** 0.5
+
+    @cuda.jit
+    def tuple_zeros(p, out):
+        i = cuda.grid(1)
+        window = np.zeros(2, np.float32)
+        for f in range(2):
+            window[f] = p[_OFFSETS[f] + 1, i]
+        out[i] = window[0]
+
+    @cuda.jit
+    def nested_clean(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f, weight in nested:
+                total += weight * p[f, i]
+            out[i] = math.sqrt(total * total) + np.float32(_OFFSETS[1])
+
+    [[half], [zeros], clean] = float64_accumulators_many([(tuple_pow_half, _LENGTHS), (tuple_zeros, _LENGTHS),
+                                                          (nested_clean, _LENGTHS)])
+    assert half.startswith("(float64 arithmetic, line ") and "out[i] = total ** 0.5" in half
+    assert zeros.startswith("(CUDA's compiler refuses your kernel, line ") and "np.zeros(2, np.float32)" in zeros
+    assert clean == []
+
+
+def test_what_cannot_be_sent_fails_the_check_visibly_and_names_the_value(capsys):
+    """Review r13 (major): a value that cannot be sent to the compiler (an object, a list, a large array) is a
+    finding that names it and asks for an argument, not a silent switch to the source check."""
     class Opaque:
         value = 0.0
 
@@ -616,10 +688,28 @@ def test_what_cannot_be_shipped_falls_back_to_the_source_check_silently(capsys):
 
     from gpucourse.kernels.cuda_compile import compile_for_gpu
 
+    big = np.zeros(1 << 15, np.float32)  # 128 KiB
+    scales = [np.float32(1.0), np.float32(2.0)]
+
+    @cuda.jit
+    def reads_a_large_array(p, out):
+        i = cuda.grid(1)
+        out[i] = p[0, i] * big[i]
+
+    @cuda.jit
+    def reads_a_list(p, out):
+        i = cuda.grid(1)
+        out[i] = p[0, i] * scales[0]
+
     [report] = compile_for_gpu([(reads_an_object, _LENGTHS)])
-    assert report.status == "not checked"
-    assert float64_accumulators(reads_an_object, _LENGTHS) == float64_accumulators_by_source(reads_an_object,
-                                                                                              _LENGTHS)
+    assert report.status == "cannot check" and "`box` (an Opaque)" in report.reason
+    [[opaque], [large], [listed]] = float64_accumulators_many([(reads_an_object, _LENGTHS),
+                                                               (reads_a_large_array, _LENGTHS),
+                                                               (reads_a_list, _LENGTHS)])
+    assert opaque.startswith("(could not check your kernel with CUDA's compiler: it reads `box` (an Opaque)")
+    assert opaque.endswith("pass it to the kernel as an argument)")
+    assert "`big` (an array of 131,072 bytes)" in large
+    assert "`scales` (a list)" in listed
     assert capsys.readouterr() == ("", "")
 
 

@@ -767,6 +767,21 @@ def test_each_shuffle_reads_the_right_lane(call, expected):
     assert out.tolist() == expected * 2  # two warps, each on its own
 
 
+def test_fma_is_traced_in_float32_with_one_rounding():
+    """Review r13 (minor, from r12): cuda.fma, which the simulator and the GPU run, is traced too."""
+    @cuda.jit
+    def squares(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = cuda.fma(x[i], x[i], np.float32(1.0))
+
+    x = np.array([0.1, 2.0, -3.0, 1e-4], np.float32)
+    out = np.zeros(4, np.float32)
+    kernels.trace_kernel(squares, 1, 32, x, out)
+    expected = (x.astype(np.float64) ** 2 + 1.0).astype(np.float32)
+    assert out.dtype == np.float32 and out.tolist() == expected.tolist()
+
+
 def test_a_shuffle_that_not_every_lane_reaches_is_reported():
     @cuda.jit
     def divergent(out):

@@ -706,7 +706,8 @@ RIGHT: dict[str, dict[str, str]] = {
         c = cuda.blockIdx.x // bands * 4 + cuda.threadIdx.y
         if j < dy.shape[1] and c < partial.shape[0]:
             total = np.float32(0.0)
-            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):
+            end = 32 * c + 32 if 32 * c + 32 < dy.shape[0] else dy.shape[0]  # r13: no min() in a kernel
+            for i in range(32 * c, end):
                 total += dy[i, j]
             partial[c, j] = total
 
@@ -755,3 +756,133 @@ RIGHT: dict[str, dict[str, str]] = {
 WRONG["ex3-solution"]["r10_shared_float64_tree"] = RIGHT["ex3-solution"]["r9ok_shared_tree_combine"].replace(
     "cuda.shared.array((32, 32), np.float32)", "cuda.shared.array((32, 32), np.float64)")
 assert WRONG["ex3-solution"]["r10_shared_float64_tree"] != RIGHT["ex3-solution"]["r9ok_shared_tree_combine"]
+
+# Review r13 (major): kernels that read a tuple from their closure or module (Ex2's fields, Ex1's OFFSETS, Ex3's
+# block) were not compiled, and the source check let float64 and np.zeros through.
+WRONG["ex1-solution"]["r13_offsets_tuple_np_zeros"] = '''\
+OFFSETS = (-1, 0, 1)
+
+
+def make_conv3x3_kernel():
+    @cuda.jit
+    def conv3x3(image, weights, out):
+        x, y = cuda.grid(2)
+        tx, ty = cuda.gridsize(2)
+        rows, cols = out.shape
+        for i in range(y, rows, ty):
+            for j in range(x, cols, tx):
+                window = np.zeros((3, 3), np.float32)
+                for a in range(3):
+                    for b in range(3):
+                        r, c = i + OFFSETS[a], j + OFFSETS[b]
+                        if r >= 0 and r < rows and c >= 0 and c < cols:
+                            window[a, b] = image[r, c]
+                total = np.float32(0.0)
+                for a in range(3):
+                    for b in range(3):
+                        total += weights[a, b] * window[a, b]
+                out[i, j] = total
+    return conv3x3
+'''
+_EX2_TUPLE = _EX2_HEAD + '''\
+    p = np.ascontiguousarray(records.T, dtype=np.float32)   # (k, n): every field, one row each
+    fields = tuple(int(f) for f in fields)
+
+    @cuda.jit
+    def lengths(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = np.float32(0.0)
+            for f in fields:
+                value = p[f, i]
+                total += value * value
+            out[i] = math.sqrt(total)
+    return p, lengths
+'''
+WRONG["ex2-solution"]["r13_tuple_closure_pow_half"] = _EX2_TUPLE.replace("out[i] = math.sqrt(total)",
+                                                                         "out[i] = total ** 0.5")
+WRONG["ex2-solution"]["r13_tuple_closure_pow_cast"] = _EX2_TUPLE.replace("total += value * value",
+                                                                         "total += np.float32(math.pow(value, 2))")
+# Review r13 (critical): the r12 model answer, which calls the built-in min in both kernels: numba 0.66 to 0.68
+# cannot compile it for a GPU (numba issue #10753), and the check used to patch it in.
+_EX3_R13_MODEL = _EX3_HEAD + '''\
+    block = (32, 4)
+    feature_blocks = kernels.blocks_for(features, 32)  # a block: 32 features (a warp) by 4 chunks or sums
+
+    # Grid: one row of blocks, feature_blocks per band of 4 chunks. CUDA caps gridDim.y at 65,535 (and x at
+    # 2**31 - 1): chunks on y would fail above 8.4 M rows.
+    @cuda.jit
+    def chunk_sums(dy, partial, db):
+        j = cuda.blockIdx.x % feature_blocks * 32 + cuda.threadIdx.x  # a warp reads 32 neighbours dy[i, j..j+31]
+        c = cuda.blockIdx.x // feature_blocks * 4 + cuda.threadIdx.y
+        if j < dy.shape[1] and c < partial.shape[0]:
+            total = np.float32(0.0)
+            end = 32 * c + 32  # chunk c: rows 32c .. 32c + 31 (an if, not min(): numba 0.66-0.68 cannot
+            if end > dy.shape[0]:  # compile the built-in min or max in a kernel, numba issue #10753)
+                end = dy.shape[0]
+            for i in range(32 * c, end):
+                total += dy[i, j]
+            partial[c, j] = total  # one writer per element: no race
+
+    def combine(stride: int, last: bool):
+        """A kernel whose thread (j, c) adds the 32 sums of partial[:, j] stride rows apart from row 32 * stride * c."""
+        @cuda.jit
+        def add_32(dy, partial, db):
+            j = cuda.blockIdx.x % feature_blocks * 32 + cuda.threadIdx.x
+            c = cuda.blockIdx.x // feature_blocks * 4 + cuda.threadIdx.y
+            first = 32 * stride * c
+            if j < db.size and first < partial.shape[0]:
+                total = np.float32(0.0)
+                end = first + 32 * stride
+                if end > partial.shape[0]:
+                    end = partial.shape[0]
+                for r in range(first, end, stride):
+                    total += partial[r, j]  # a launch starts after the one before has finished
+                if last:
+                    db[j] = total
+                else:
+                    partial[first, j] = total  # a row only this thread reads: no race
+
+        return add_32
+
+    chunks = kernels.blocks_for(batch, 32)
+    launches = [(chunk_sums, feature_blocks * kernels.blocks_for(chunks, 4), block)]
+    stride = 1
+    while True:  # each launch leaves 32 times fewer sums: 2,048 -> 64 -> 2 -> 1 at a batch of 65,536
+        groups = -(-chunks // (32 * stride))  # ceil
+        launches.append((combine(stride, groups == 1), feature_blocks * kernels.blocks_for(groups, 4), block))
+        if groups == 1:
+            return launches
+        stride *= 32
+'''
+_EX3_CHUNK_END = ("            end = 32 * c + 32  # chunk c: rows 32c .. 32c + 31 (an if, not min(): numba 0.66-0.68 "
+                  "cannot\n"
+                  "            if end > dy.shape[0]:  # compile the built-in min or max in a kernel, numba issue "
+                  "#10753)\n"
+                  "                end = dy.shape[0]\n"
+                  "            for i in range(32 * c, end):")
+_EX3_COMBINE_END = ("                end = first + 32 * stride\n"
+                    "                if end > partial.shape[0]:\n"
+                    "                    end = partial.shape[0]\n"
+                    "                for r in range(first, end, stride):")
+assert _EX3_CHUNK_END in _EX3_R13_MODEL and _EX3_COMBINE_END in _EX3_R13_MODEL
+WRONG["ex3-solution"]["r13_builtin_min"] = _EX3_R13_MODEL.replace(
+    _EX3_CHUNK_END, "            for i in range(32 * c, min(32 * c + 32, dy.shape[0])):").replace(
+    _EX3_COMBINE_END, "                for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):")
+# Review r13 (major): Ex3 with the block's width read from the closure tuple block, and a float64 pow cast back.
+_EX3_BLOCK_TUPLE = _EX3_R13_MODEL.replace("feature_blocks * 32 + cuda.threadIdx.x", "feature_blocks * block[0] + "
+                                          "cuda.threadIdx.x")
+assert _EX3_BLOCK_TUPLE.count("block[0]") == 2
+WRONG["ex3-solution"]["r13_block_tuple_pow_cast"] = "import math\n\n\n" + _EX3_BLOCK_TUPLE.replace(
+    "total += dy[i, j]", "total += np.float32(math.pow(dy[i, j], 1))")
+RIGHT["ex3-solution"]["r13ok_block_tuple"] = _EX3_BLOCK_TUPLE
+for _exercise, _name in (("ex1-solution", "r13_offsets_tuple_np_zeros"),
+                         ("ex2-solution", "r13_tuple_closure_pow_half"),
+                         ("ex2-solution", "r13_tuple_closure_pow_cast"), ("ex3-solution", "r13_builtin_min"),
+                         ("ex3-solution", "r13_block_tuple_pow_cast")):
+    assert "OFFSETS[a]" in WRONG[_exercise][_name] or "for f in fields" in WRONG[_exercise][_name] \
+        or "min(" in WRONG[_exercise][_name] or "block[0]" in WRONG[_exercise][_name]
+# Review r13 (minor, from r12): a right Ex2 answer that accumulates with cuda.fma (the tracer lacked it).
+RIGHT.setdefault("ex2-solution", {})["r13ok_cuda_fma"] = _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
+    "total += value * value", "total = cuda.fma(value, value, total)")
+assert "cuda.fma" in RIGHT["ex2-solution"]["r13ok_cuda_fma"]

@@ -599,9 +599,12 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
     source line whose LLVM IR does float64 arithmetic, anywhere in the kernel or its device functions
     (``"(float64 arithmetic, line 15: out[i] = total ** 0.5)"``; a float64 comparison, ``x > 0.0``, counts too), or
     holds one entry when the compiler refuses the kernel (``"(CUDA's compiler refuses your kernel, line 7: ...)"``:
-    a local list, ``np.zeros``, a generator). Where the kernel cannot be compiled that way (a value that cannot be
-    shipped to the subprocess, a numba without the CUDA target, a failed subprocess), the checks below decide,
-    silently: :func:`float64_accumulators_by_source`, with Numba's own typing of the sums.
+    a local list, ``np.zeros``, a generator, and in numba 0.66 to 0.68 the built-in ``min``/``max``). A kernel that
+    reads a value from its closure or globals that cannot be sent to the compiler (an object, a list, a large array)
+    gets one entry that says so and asks for it as an argument: the check fails visibly rather than switch to a
+    weaker one. Only where nothing the learner wrote is at fault (a numba without the CUDA target, a failed
+    subprocess) do the checks below decide, silently: :func:`float64_accumulators_by_source`, with Numba's own typing
+    of the sums.
     """
     if args is not None and not isinstance(args, (tuple, list)):
         raise TypeError(f"args: expected a tuple of the kernel's arguments, got {type(args).__name__}")
@@ -620,6 +623,13 @@ def float64_accumulators_many(pairs: list) -> list:
     reports = compile_for_gpu([(kernel, tuple(args)) for kernel, args in pairs])
     return [report.findings() if report.status != "not checked" else float64_accumulators_by_source(kernel, args)
             for report, (kernel, args) in zip(reports, pairs)]
+
+
+def compile_hint(findings: list) -> str:
+    """The hint of a failed compile check: each finding (which names its line) once, then one sentence."""
+    return "\n".join(dict.fromkeys(findings)) + (
+        "\nIn a kernel: start sums at np.float32(0.0), mix no bare 0.0 or int mask into float32 math, use math.sqrt "
+        "(not ** 0.5 or math.pow), and cuda.local.array or separate variables (not a list or np.zeros).")
 
 
 def float64_accumulators_by_source(kernel: Union[Callable, str], args: Union[tuple, None] = None) -> list[str]:
@@ -719,5 +729,5 @@ def float64_accumulators_by_source(kernel: Union[Callable, str], args: Union[tup
     return sorted(found)
 
 
-__all__ = ["float64_accumulators", "float64_accumulators_by_source", "float64_accumulators_many",
+__all__ = ["compile_hint", "float64_accumulators", "float64_accumulators_by_source", "float64_accumulators_many",
            "numba_float64_sums"]

@@ -5,13 +5,17 @@ That IR says what a GPU would run: ``fadd``/``fmul``/``fcmp``/... ``double`` or 
 arithmetic (1/32 of the float32 rate on a T4), and a kernel the compiler refuses (a local list, ``np.zeros``, a
 generator) cannot run on a GPU at all. The notebook's own process runs Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``,
 fixed when numba.cuda was first imported), so the kernels are compiled in a subprocess without it: each kernel is
-shipped by its source, with the values it uses (closure and globals: modules by name, scalars, numba types, small
-arrays, device functions by their own source) as module-level definitions of its own namespace.
+shipped by its source, with the values it uses (closure and globals: modules by name, scalars, tuples of them
+(nested too), numba types, small arrays, device functions by their own source) as module-level definitions of its own
+namespace. The compiler is numba's own, unpatched: what it refuses (e.g. two-argument ``min``/``max`` in numba 0.66
+to 0.68, numba issue #10753) is refused here, with the line and the fix.
 
 :func:`compile_for_gpu` returns one :class:`CudaReport` per kernel: ``"compiled"`` with the source lines doing
-float64 arithmetic (from the IR's line information), ``"refused"`` with the compiler's reason and line, or
-``"not checked"`` (something could not be shipped, the CUDA target cannot be imported, the subprocess failed); the
-caller then falls back to another check. Nothing is printed, to stdout or stderr.
+float64 arithmetic (from the IR's line information), ``"refused"`` with the compiler's reason and line,
+``"cannot check"`` (the kernel reads a value from its closure or globals that cannot be sent to the compiler: a
+finding for the learner, who can pass it as an argument), or ``"not checked"`` (the CUDA target cannot be imported,
+the subprocess failed, the kernel has no source: nothing the learner wrote); the caller then falls back to another
+check. Nothing is printed, to stdout or stderr.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ _CACHE: dict = {}
 
 @dataclasses.dataclass(frozen=True)
 class CudaReport:
-    """What Numba's CUDA compiler made of one kernel: ``status`` is "compiled", "refused" or "not checked";
-    ``float64_lines`` names each source line with float64 arithmetic; ``refusal`` the compiler's reason and line;
-    ``reason`` why it was not checked."""
+    """What Numba's CUDA compiler made of one kernel: ``status`` is "compiled", "refused", "cannot check" or "not
+    checked"; ``float64_lines`` names each source line with float64 arithmetic; ``refusal`` the compiler's reason and
+    line; ``reason`` why it was not checked, or (for "cannot check") which value could not be sent."""
 
     status: str
     float64_lines: tuple = ()
@@ -44,9 +48,12 @@ class CudaReport:
     reason: str = ""
 
     def findings(self) -> list:
-        """One entry per problem, for a learner: each float64 line, or the refusal."""
+        """One entry per problem, for a learner: each float64 line, the refusal, or the value that was not sent."""
         if self.status == "refused":
             return [f"(CUDA's compiler refuses your kernel{self.refusal})"]
+        if self.status == "cannot check":
+            return [f"(could not check your kernel with CUDA's compiler: {self.reason}; pass it to the kernel as an "
+                    "argument)"]
         return [f"(float64 arithmetic{line})" for line in self.float64_lines]
 
 
@@ -74,6 +81,25 @@ def _names_used(code: pytypes.CodeType) -> set:
     return names
 
 
+def _constant(value: object) -> bool:
+    """A value numba can freeze into a kernel as a compile-time constant: a number, a string, a boolean, None, or a
+    tuple of them (nested too)."""
+    import numpy as np
+
+    if isinstance(value, tuple):
+        return all(_constant(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, complex, str, np.generic))
+
+
+def _describe_value(value: object) -> str:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return f"an array of {value.nbytes:,} bytes"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _value_spec(value: object, done: dict) -> tuple:
     """How the subprocess rebuilds one value; raises _Unshippable."""
     if _is_cuda_module(value):
@@ -89,13 +115,13 @@ def _value_spec(value: object, done: dict) -> tuple:
     from numba.core import types as nbtypes
 
     if isinstance(value, np.ndarray) and value.nbytes > _MAX_ARRAY_BYTES:
-        raise _Unshippable("a large array")
-    if value is None or isinstance(value, (bool, int, float, complex, str, np.generic, np.ndarray, nbtypes.Type)):
+        raise _Unshippable(_describe_value(value))
+    if _constant(value) or isinstance(value, (np.ndarray, nbtypes.Type)):
         try:
             return ("value", pickle.dumps(value))
         except Exception as error:  # noqa: BLE001 - any pickling failure makes it unshippable
-            raise _Unshippable(str(error)) from error
-    raise _Unshippable(type(value).__name__)
+            raise _Unshippable(f"{_describe_value(value)} ({error})") from error
+    raise _Unshippable(_describe_value(value))
 
 
 def _function_spec(function: pytypes.FunctionType, done: dict) -> int:
@@ -109,7 +135,7 @@ def _function_spec(function: pytypes.FunctionType, done: dict) -> int:
     except (OSError, TypeError) as error:
         raise _Unshippable(f"no source for {function.__name__}") from error
     source = textwrap.dedent("".join(lines))
-    namespace, skipped = {}, []
+    namespace, skipped = {}, {}
     values = {}
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
         try:
@@ -123,8 +149,8 @@ def _function_spec(function: pytypes.FunctionType, done: dict) -> int:
     for name, value in values.items():
         try:
             namespace[name] = _value_spec(value, done)
-        except _Unshippable:
-            skipped.append(name)
+        except _Unshippable as error:
+            skipped[name] = str(error)
     spec = {"name": function.__name__, "source": source, "first": first, "namespace": namespace,
             "skipped": skipped, "device": False}
     done[id(function)] = (number, spec)
@@ -148,7 +174,8 @@ def _payload(kernel: Callable, args: tuple) -> dict:
         raise _Unshippable(f"not a kernel: {type(kernel).__name__}")
     done: dict = {}
     root = _function_spec(function, done)
-    functions = {number: spec for number, spec in done.values()}
+    functions = {number: spec for number, spec in done.values() if spec is not None}  # None: a function whose
+    # source could not be read (its caller lists it as skipped)
     for number, spec in functions.items():
         spec["device"] = number != root
     try:
@@ -308,8 +335,8 @@ def _compile_one(payload: dict, cuda: Any, compile_cuda: Any) -> dict:
             if kind == "module":
                 try:
                     namespace[name] = cuda if value == "numba.cuda" else __import__(value, fromlist=["_"])
-                except Exception:  # noqa: BLE001 - left undefined: a NameError below means "not checked"
-                    spec["skipped"].append(name)
+                except Exception:  # noqa: BLE001 - left undefined: a NameError below means "cannot check"
+                    spec["skipped"][name] = f"the module {value}, which the compiler's process cannot import"
             elif kind == "device":
                 namespace[name] = build(value)
             else:
@@ -322,11 +349,11 @@ def _compile_one(payload: dict, cuda: Any, compile_cuda: Any) -> dict:
             built[number] = function
         return built[number]
 
-    skipped = set()
+    skipped: dict = {}
     try:
         function = build(payload["root"])
         for spec in payload["functions"].values():
-            skipped |= set(spec["skipped"])
+            skipped.update(spec["skipped"])
         argtypes = []
         for arg in payload["args"]:
             if arg[0] == "array":
@@ -340,10 +367,20 @@ def _compile_one(payload: dict, cuda: Any, compile_cuda: Any) -> dict:
         ir = result.library.get_llvm_str()
     except Exception as error:  # noqa: BLE001 - the compiler refuses the kernel
         message = str(error)
-        if any(re.search(rf"\b{re.escape(name)}\b", message) for name in skipped):
-            return {"status": "not checked", "reason": f"a value that could not be shipped: {message[:200]}"}
+        missing = [name for name in skipped if re.search(rf"\b{re.escape(name)}\b", message)]
+        if missing:
+            return {"status": "cannot check",
+                    "reason": "; ".join(f"it reads `{name}` ({skipped[name]}) from outside the kernel (its closure "
+                                        "or the notebook's globals), and that cannot be sent to the compiler"
+                                        for name in missing)}
         where = _error_line(error)
-        return {"status": "refused", "refusal": _describe(where, files) + f": {_first_meaningful_line(error)}"}
+        text = _line_text(where, files)
+        if re.search(r"(?<![\w.])(?:min|max)\s*\(", text) and "Signature mismatch" in message:
+            reason = (f"numba {numba.__version__} cannot compile the built-in min or max in a kernel (numba issue "
+                      "#10753): use an if, e.g. end = a if a < b else b")
+        else:
+            reason = _first_meaningful_line(error)
+        return {"status": "refused", "refusal": _describe(where, files) + f": {reason}"}
     entries = []
     for where in sorted(set(_double_lines(ir)), key=lambda item: (item[0] != _FILE.format(payload["root"]), item)):
         entry = _describe(where, files)
@@ -352,44 +389,23 @@ def _compile_one(payload: dict, cuda: Any, compile_cuda: Any) -> dict:
     return {"status": "compiled", "float64_lines": tuple(entries)}
 
 
+def _line_text(where: Optional[tuple], files: dict) -> str:
+    """The learner's source line at ``where``; "" when unknown."""
+    if where is None or where[0] not in files:
+        return ""
+    _, lines = files[where[0]]
+    return lines[where[1] - 1] if 0 < where[1] <= len(lines) else ""
+
+
 def _describe(where: Optional[tuple], files: dict) -> str:
     """", line 15: total += x" (the learner's numbering), naming a device function; "" when unknown."""
     if where is None or where[0] not in files:
         return ""
     spec, lines = files[where[0]]
     text = lines[where[1] - 1].strip() if 0 < where[1] <= len(lines) else ""
+    text = re.sub(r"\s+#.*$", "", text)  # the code, without its comment
     place = f" in device function {spec['name']}" if spec["device"] else ""
     return f"{place}, line {spec['first'] + where[1] - 1}" + (f": {text[:80]}" if text else "")
-
-
-def _min_max_overloads() -> None:
-    """min and max of 2 or 3 numbers for the CUDA target: numba 0.68's own are ``*args`` overloads, which its CUDA
-    dispatcher compiles with the wrong number of arguments (a TypeError for any ``min(a, b)``)."""
-    from numba.core import types
-    from numba.extending import overload
-
-    def numbers(*values):
-        return all(isinstance(value, (types.Number, types.Boolean)) for value in values)
-
-    def two_min(a, b):
-        if numbers(a, b):
-            return lambda a, b: b if b < a else a
-
-    def two_max(a, b):
-        if numbers(a, b):
-            return lambda a, b: b if b > a else a
-
-    def three_min(a, b, c):
-        if numbers(a, b, c):
-            return lambda a, b, c: min(min(a, b), c)
-
-    def three_max(a, b, c):
-        if numbers(a, b, c):
-            return lambda a, b, c: max(max(a, b), c)
-
-    for builtin, typers in ((min, (two_min, three_min)), (max, (two_max, three_max))):
-        for typer in typers:
-            overload(builtin, target="cuda")(typer)
 
 
 def _worker() -> None:
@@ -406,7 +422,6 @@ def _worker() -> None:
             compute_capability = (7, 5)
 
         dispatcher.get_current_device = lambda: _Device()
-        _min_max_overloads()
     except Exception as error:  # noqa: BLE001 - a numba without the CUDA target
         results = [{"status": "not checked", "reason": f"numba's CUDA target: {error}"} for _ in payloads]
     else:

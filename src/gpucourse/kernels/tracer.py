@@ -325,6 +325,13 @@ class _TracingCuda:
         lane = self.laneid ^ int(lane_mask)
         return threading.current_thread().warp_exchange(mask, value, lane if lane < WARP_SIZE else None)
 
+    @staticmethod
+    def fma(a, b, c):
+        """a * b + c with one rounding (Numba's cuda.fma); float32 in, float32 out."""
+        if all(np.asarray(value).dtype == np.float32 for value in (a, b, c)):
+            return np.float32(np.float64(a) * np.float64(b) + np.float64(c))  # the product is exact in float64
+        return a * b + c
+
     def threadfence(self) -> None:
         """Memory fence: nothing to do when threads run one at a time."""
 
@@ -333,7 +340,7 @@ class _TracingCuda:
     def __getattr__(self, name: str):
         raise AttributeError(f"cuda.{name} is not supported by gpucourse's kernel tracer (it supports threadIdx, "
                              "blockIdx, blockDim, gridDim, laneid, grid, gridsize, syncthreads, syncwarp, "
-                             "shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, shared, local, atomic)")
+                             "shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, fma, shared, local, atomic)")
 
 
 class _RecordingArray:

@@ -35,7 +35,7 @@ grade: setup  ## grade your copies in work/ with the full tests, hints for what 
 	$(BIN)/python -m gpucourse grade $(LESSON)
 
 test: setup  ## the full test suite (what CI runs)
-	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=30  # the 30 slowest tests, for the time budget
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=30  # longest scopes first (conftest.py); the 30 slowest tests, for the time budget
 
 test-fast: setup  ## unit tests and consistency checks only (under a minute)
 	$(BIN)/python -m pytest -m "not slow" -n 2 -q

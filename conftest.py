@@ -1,6 +1,9 @@
 """Pytest set-up shared by tests/ and the nbval run over solutions/."""
 
+import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,20 @@ def _longest_first(item: pytest.Item) -> tuple[bool, bool, int]:
     notebook = item.path.suffix == ".ipynb"
     lesson = int(item.path.stem[:2]) if notebook and item.path.stem[:2].isdigit() else 0
     return not notebook, item.get_closest_marker("slow") is None, -lesson
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With GPUCOURSE_TEST_TIMELINE=FOLDER, log each test's wall and CPU seconds per worker (tools/test_timeline.py
+    reads the log: where the test command's time goes, and how busy each worker kept its core)."""
+    folder = os.environ.get("GPUCOURSE_TEST_TIMELINE")
+    if not folder:
+        yield
+        return
+    start, cpu_start = time.time(), os.times()
+    yield
+    cpu_end = os.times()
+    cpu = sum(cpu_end[:4]) - sum(cpu_start[:4])  # this process and its finished children (kernels, subprocesses)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(folder) / f"{worker}.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({"test": item.nodeid, "start": start, "wall": time.time() - start, "cpu": cpu}) + "\n")

@@ -98,7 +98,7 @@ def test_test_cells_follow_the_rules(lesson: str) -> None:
 def test_solution_cells_define_functions(lesson: str) -> None:
     """Each solution region sits inside a function, so the student version raises NotImplementedError when called.
 
-    A cell may hold several functions (lesson 15's tensor-parallel pair), each with its own region.
+    A cell may hold several functions (lesson 16's tensor-parallel pair), each with its own region.
     """
     for cell in load(solution_path(lesson))["cells"]:
         meta = nbgrader(cell)

@@ -1,7 +1,7 @@
-"""Tests of gpucourse.parallel.plan: the cost model of lesson 15's "choose the mix" exercise and its grader.
+"""Tests of gpucourse.parallel.plan: the cost model of lesson 16's "choose the mix" exercise and its grader.
 
-SOLUTION is the notebook's model answer and WRONG the exercise's wrong answers, read from solutions/15_sharding and
-tests/wrong_answers/15_sharding.py: the grader must pass the one and fail every one of the others.
+SOLUTION is the notebook's model answer and WRONG the exercise's wrong answers, read from
+solutions/16_model_parallelism and tests/wrong_answers/16_model_parallelism.py: the grader must pass the one and fail every one of the others.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from gpucourse.parallel import plan as cost
 from gpucourse.parallel.plan import Batch, Cluster, Model, Plan
 from notebook_utils import cell_by_grade_id, load, solution_path, source, wrong_answer_sets
 
-SOLUTION = source(cell_by_grade_id(load(solution_path("15_sharding")), "ex4-solution"))
-"""The notebook's model answer (solutions/15_sharding), read from it: one source of truth."""
+SOLUTION = source(cell_by_grade_id(load(solution_path("16_model_parallelism")), "ex3-solution"))
+"""The notebook's model answer (solutions/16_model_parallelism), read from it: one source of truth."""
 
-WRONG: dict[str, str] = wrong_answer_sets("15_sharding", tampering=False)["ex4-solution"]
-"""The notebook's wrong answers to the exercise (tests/wrong_answers/15_sharding.py), each a full solution cell."""
+WRONG: dict[str, str] = wrong_answer_sets("16_model_parallelism", tampering=False)["ex3-solution"]
+"""The notebook's wrong answers to the exercise (tests/wrong_answers/16_model_parallelism.py), each a full solution cell."""
 
 
 def _function(source: str):

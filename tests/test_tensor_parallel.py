@@ -1,8 +1,8 @@
 """gpucourse.parallel.tensor_parallel: the split MLP, its grader against the wrong answers, the DTensor demo.
 
 The grader launches 2 gloo processes per call (~2-3 s here); answers whose split is wrong fail in the calling
-process before any launch. ``SOLUTION`` is the notebook's model answer and ``WRONG_EX3`` the wrong answers of
-tests/wrong_answers/15_sharding.py, both read from their files.
+process before any launch. ``SOLUTION`` is the notebook's model answer and ``WRONG_EX2`` the wrong answers of
+tests/wrong_answers/16_model_parallelism.py, both read from their files.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import tensor_parallel as tp
 from notebook_utils import cell_by_grade_id, load, release_path, solution_path, source, wrong_answer_sets
 
-_NOTEBOOK, _RELEASE = load(solution_path("15_sharding")), load(release_path("15_sharding"))
-SOLUTION = source(cell_by_grade_id(_NOTEBOOK, "ex3-solution"))
-"""The notebook's model answer (solutions/15_sharding), read from it: one source of truth."""
-STUB = source(cell_by_grade_id(_RELEASE, "ex3-solution"))
-"""The same cell as learners receive it (notebooks/15_sharding)."""
+_NOTEBOOK, _RELEASE = load(solution_path("16_model_parallelism")), load(release_path("16_model_parallelism"))
+SOLUTION = source(cell_by_grade_id(_NOTEBOOK, "ex2-solution"))
+"""The notebook's model answer (solutions/16_model_parallelism), read from it: one source of truth."""
+STUB = source(cell_by_grade_id(_RELEASE, "ex2-solution"))
+"""The same cell as learners receive it (notebooks/16_model_parallelism)."""
 _ROWS = "rows = slice(rank * part, (rank + 1) * part)"
 _FORWARD_REGION = re.compile(r"(def tp_forward.*?)### BEGIN SOLUTION\n.*?### END SOLUTION\n?", re.S)
 
-WRONG_EX3: dict[str, str] = wrong_answer_sets("15_sharding", tampering=False)["ex3-solution"]
-"""The notebook's wrong answers to the exercise (tests/wrong_answers/15_sharding.py), each a full solution cell."""
+WRONG_EX2: dict[str, str] = wrong_answer_sets("16_model_parallelism", tampering=False)["ex2-solution"]
+"""The notebook's wrong answers to the exercise (tests/wrong_answers/16_model_parallelism.py), each a full solution cell."""
 
 # What each wrong answer's failure message must say (the problem, or its hint).
 _EXPECTED_MESSAGE = {
@@ -51,7 +51,7 @@ def _cell(source: str) -> dict:
 def _grade(namespace: dict, cases: list) -> list:
     """The test cell's grading, with the package's model answer off-limits."""
     with off_limits("gpucourse.parallel.tensor_parallel.shard_mlp", "gpucourse.parallel.tensor_parallel.tp_forward",
-                    exercise="Exercise 3", namespace=namespace):
+                    exercise="Exercise 2", namespace=namespace):
         return tp.check_tensor_parallel_mlp(namespace["shard_mlp"], namespace["tp_forward"], cases, seed=11,
                                             quiet=True)
 
@@ -63,8 +63,8 @@ def test_the_solution_cell_passes_visible_and_hidden_cases():
 
 
 def test_wrong_answers_cover_every_kind():
-    assert {"constant", "helper", "visible_only", "typical"} <= set(WRONG_EX3)
-    assert len(WRONG_EX3) >= 5 and set(WRONG_EX3) == set(_EXPECTED_MESSAGE)
+    assert {"constant", "helper", "visible_only", "typical"} <= set(WRONG_EX2)
+    assert len(WRONG_EX2) >= 5 and set(WRONG_EX2) == set(_EXPECTED_MESSAGE)
 
 
 # Wrong answers whose split is right on the visible case: graded in the workers, all in one launch.
@@ -88,13 +88,13 @@ def _assert_fails_saying_why(kind: str, grade: Callable[[], object]) -> None:
     assert isinstance(failure.value, OffLimits) == (kind == "helper"), (kind, message)
 
 
-@pytest.mark.parametrize("kind", sorted(set(WRONG_EX3) - set(_IN_WORKERS)))
+@pytest.mark.parametrize("kind", sorted(set(WRONG_EX2) - set(_IN_WORKERS)))
 def test_each_wrong_split_fails_before_any_launch(kind):
-    _assert_fails_saying_why(kind, lambda: _grade(_cell(WRONG_EX3[kind]), _VISIBLE))
+    _assert_fails_saying_why(kind, lambda: _grade(_cell(WRONG_EX2[kind]), _VISIBLE))
 
 
 def test_each_wrong_forward_fails_in_the_workers_saying_why():
-    answers = {kind: (_cell(WRONG_EX3[kind])["shard_mlp"], _cell(WRONG_EX3[kind])["tp_forward"])
+    answers = {kind: (_cell(WRONG_EX2[kind])["shard_mlp"], _cell(WRONG_EX2[kind])["tp_forward"])
                for kind in _IN_WORKERS}
     # Not a wrong answer of the notebook: a split wrong on rank 1 only, for hidden=20; the ranks must stop together.
     assert _ROWS in SOLUTION

@@ -37,17 +37,17 @@ TITLES: Mapping[str, str] = {
     "12_mixed_precision": "Mixed precision",
     "13_bigger_models": "Fitting bigger models",
     "14_data_parallelism": "Data parallelism",
-    "15_sharding": "Model parallelism and sharding",
+    "15_sharding": "Sharding: ZeRO and FSDP",
     "16_model_parallelism": "Tensor and pipeline parallelism",
     "17_capstone": "Capstone: train fast",
 }
 
 # Slots of the syllabus that have no notebook yet; emptied as they land. A reference to one is allowed.
-PLANNED: tuple[str, ...] = ("16_model_parallelism",)
+PLANNED: tuple[str, ...] = ()
 
 # Lessons whose distributed cells use several GPUs when there are: they get a Kaggle badge too (Kaggle's free
 # "GPU T4 x2" notebooks have two GPUs, Colab's one).
-MULTI_GPU_LESSONS: tuple[str, ...] = ("14_data_parallelism", "15_sharding")
+MULTI_GPU_LESSONS: tuple[str, ...] = ("14_data_parallelism", "15_sharding", "16_model_parallelism")
 
 # Lessons whose model answers autocast, train or time in a 16-bit format on a CPU: CI grades them on a simulated CPU
 # without native bfloat16 too (tests/test_grading.py), so a slow path there cannot cost a learner points. (The

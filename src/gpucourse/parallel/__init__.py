@@ -1,6 +1,6 @@
 """Data and model parallelism run for real on one machine: worker processes, DDP, collectives, pipelines, pictures.
 
-One module per job (lessons 14_data_parallelism and 15_sharding):
+One module per job (lessons 14_data_parallelism, 15_sharding and 16_model_parallelism):
 
 - :mod:`~gpucourse.parallel.workers`: start worker processes, time limits, failures with the failing rank's traceback;
 - :mod:`~gpucourse.parallel.comm`: count the collectives a real rank runs (kind, bytes, forward or backward);

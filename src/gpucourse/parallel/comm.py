@@ -6,7 +6,7 @@ collectives however they are called (``dist.all_reduce``, ``reduce_scatter_tenso
 their ``async_op`` forms) and the functional collectives that DTensor, tensor parallelism and FSDP2 use. Each call
 is recorded with its payload in bytes (the nccl-tests convention: the whole buffer, e.g. the full tensor an
 all-gather produces), and :meth:`CommCounter.ring_bytes_per_rank` turns payloads into what a ring algorithm sends
-per rank. Taught in 14_data_parallelism and 15_sharding; the graders of their exercises use it.
+per rank. Taught in 14_data_parallelism, 15_sharding and 16_model_parallelism; the graders of their exercises use it.
 """
 
 from __future__ import annotations

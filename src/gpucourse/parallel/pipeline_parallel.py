@@ -1,6 +1,6 @@
 """Pipeline parallelism for real: a two-stage GPipe pipeline on two processes, every pass timed.
 
-Taught in 15_sharding. PyTorch and matplotlib are imported only by the functions that need them.
+Taught in 16_model_parallelism. PyTorch and matplotlib are imported only by the functions that need them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A schedule is, for every stage, the order in which it runs the forward ('F') and
 micro-batch. :func:`run_schedule` runs one: a pass starts when its stage is free and its input has arrived (the forward
 of micro-batch i on stage s needs stage s - 1's forward of i; its backward needs stage s + 1's backward of i), and the
 run reports the timeline, the step time and how many micro-batches' activations each stage held at most. Taught in
-15_sharding.
+16_model_parallelism.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def run_schedule(orders: Sequence, forward_s: float | Sequence[float] = 1.0, bac
 
     Durations are one number for every stage or one per stage; ``transfer_s`` is the time between a pass ending on
     one stage and its output arriving on the neighbouring stage. A schedule whose stages wait for each other forever
-    raises ScheduleError, naming the pass each stage waits on. Taught in 15_sharding.
+    raises ScheduleError, naming the pass each stage waits on. Taught in 16_model_parallelism.
     """
     stages, m = _check_orders(orders)
     p = len(stages)
@@ -199,7 +199,8 @@ def run_schedule(orders: Sequence, forward_s: float | Sequence[float] = 1.0, bac
 
 def pipeline_orders(kind: str, stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
     """Per-stage orders of passes for GPipe ('gpipe': all forwards, then all backwards in reverse) or PipeDream-Flush's
-    one-forward-one-backward ('1f1b': p - s - 1 warm-up forwards on stage s, then F and B alternate); 15_sharding."""
+    one-forward-one-backward ('1f1b': p - s - 1 warm-up forwards on stage s, then F and B alternate);
+    16_model_parallelism."""
     one_of("kind", kind, ("gpipe", "1f1b"))
     p, m = positive_int("stages", stages), positive_int("microbatches", microbatches)
     orders = []

@@ -1,4 +1,4 @@
-"""A cost model for choosing the mix: data (DP), tensor (TP) and pipeline (PP) degrees and a ZeRO stage (lesson 15).
+"""A cost model for choosing the mix: data (DP), tensor (TP) and pipeline (PP) degrees and a ZeRO stage (lesson 16).
 
 Every number comes from the arguments (the model, the cluster, the batch); nothing is measured here and no figure is
 hidden in a constant. The model is deliberately simple, and each assumption is stated where it is used:
@@ -278,7 +278,7 @@ def best_plan(model: Model, cluster: Cluster, batch: Batch) -> Plan | None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The grader of lesson 15's exercise "choose the parallelism": fresh cases, built here, never the notebook's example.
+# The grader of lesson 16's exercise "choose the parallelism": fresh cases, built here, never the notebook's example.
 
 Case = tuple[str, Model, Cluster, Batch]
 

@@ -1,6 +1,6 @@
 """Simulated devices for model parallelism: tensors and layers that live on a device, every copy logged.
 
-Taught in 15_sharding.
+Taught in 16_model_parallelism.
 """
 
 from __future__ import annotations

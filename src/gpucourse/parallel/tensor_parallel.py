@@ -4,7 +4,7 @@ Column-parallel ``fc1``: rank r keeps rows ``r*h/N .. (r+1)*h/N`` of ``fc1.weigh
 and computes its slice of the hidden activations with no communication (gelu is elementwise). Row-parallel ``fc2``:
 rank r keeps the same columns of ``fc2.weight`` (d_out x hidden); each rank's partial output ``h_r @ W2_r.T`` is
 summed over the ranks by ONE all-reduce of batch x d_out elements, and ``fc2.bias`` (kept whole on every rank) is
-added once, after the sum. Each rank holds 1/N of the weights. Taught in 15_sharding (*Tensor parallelism*):
+added once, after the sum. Each rank holds 1/N of the weights. Taught in 16_model_parallelism (*Tensor parallelism*):
 
 - :func:`shard_mlp` and :func:`tp_forward`: the hand-written split (the exercise's model answer);
 - :func:`check_tensor_parallel_mlp`: the exercise's grader (one launch, every case, the collectives counted);

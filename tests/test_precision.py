@@ -543,6 +543,11 @@ def test_memory_cap_raises_pytorchs_error_with_a_readable_message() -> None:
     with precision.MemoryCap(20 * 2**10) as cap:
         torch.ones(4096)
     assert cap.peak == 16 * 2**10
+    with precision.MemoryCap(20 * 2**10) as cap:  # an allocation that fails never held its bytes: peak stays
+        torch.ones(1024)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.ones(8192)
+    assert cap.peak == 4 * 2**10
     with pytest.raises(ValueError, match="capacity"):
         precision.MemoryCap(0)
 

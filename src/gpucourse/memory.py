@@ -306,6 +306,15 @@ class MemoryCap(PeakMemory):
         super().__init__()
         self.capacity = positive_int("capacity", capacity)
 
+    def _allocated(self, tensors: list, inputs: set[int]) -> int:
+        """As in PeakMemory, but an allocation that does not fit leaves ``peak`` as it was: as on a GPU, it never
+        held its bytes (``peak`` never exceeds ``capacity``)."""
+        peak = self.peak
+        added = super()._allocated(tensors, inputs)
+        if self.current > self.capacity:
+            self.peak = peak
+        return added
+
     def _check(self, added: int) -> None:
         import torch
 

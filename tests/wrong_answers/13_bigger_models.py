@@ -8,7 +8,7 @@ from wrong_answers.tampering import with_tampering
 
 _EX1 = '''\
 def activation_bytes(s: int, b: int, h: int, a: int, bytes_per_value: int = 2, mask_bytes: int = 1,
-                     dropout: bool = True) -> int:
+                     dropout: bool = True, ffn: int = 4) -> int:
     """Bytes one TransformerLayer keeps for its backward pass, its input included, LayerNorm's statistics not."""
 '''
 _EX2 = '''\
@@ -144,6 +144,22 @@ WRONG: dict[str, dict[str, str]] = {
     e = 2   # 16-bit activations assumed
     return (s * b * h * (16 * e + (2 * mask_bytes if dropout else 0))
             + a * s * s * b * (e + ((e + mask_bytes) if dropout else 0)))
+''',
+        "mlp_width_fixed": _EX1 + '''\
+    per_token = 16 * bytes_per_value   # the listing's 4h MLP, whatever ffn says
+    per_score = bytes_per_value
+    if dropout:
+        per_token += 2 * mask_bytes
+        per_score += bytes_per_value + mask_bytes
+    return s * b * h * per_token + a * s * s * b * per_score
+''',
+        "mlp_width_once": _EX1 + '''\
+    per_token = (12 + ffn) * bytes_per_value   # only GELU's output scales with ffn (fc1's output forgotten)
+    per_score = bytes_per_value
+    if dropout:
+        per_token += 2 * mask_bytes
+        per_score += bytes_per_value + mask_bytes
+    return s * b * h * per_token + a * s * s * b * per_score
 ''',
         "scores_twice_without_dropout": _EX1 + '''\
     extra = (bytes_per_value + mask_bytes) if dropout else bytes_per_value   # the softmax output counted twice

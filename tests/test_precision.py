@@ -543,6 +543,11 @@ def test_memory_cap_raises_pytorchs_error_with_a_readable_message() -> None:
     with precision.MemoryCap(20 * 2**10) as cap:
         torch.ones(4096)
     assert cap.peak == 16 * 2**10
+    with precision.MemoryCap(20 * 2**10) as cap:  # an allocation that fails never held its bytes: peak stays
+        torch.ones(1024)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.ones(8192)
+    assert cap.peak == 4 * 2**10
     with pytest.raises(ValueError, match="capacity"):
         precision.MemoryCap(0)
 
@@ -683,3 +688,26 @@ def test_layer_activation_bytes_is_the_papers_count_and_what_pytorch_saves() -> 
     assert sum(seen.values()) == memory.layer_activation_bytes(24, 3, 16, 2, bytes_per_value=4, mask_bytes=4)
     with pytest.raises(ValueError):
         memory.layer_activation_bytes(0, 1, 16, 2)
+
+
+def test_forward_memory_counts_what_a_forward_pass_keeps_and_its_peak() -> None:
+    from gpucourse import memory
+
+    layer = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    x = torch.randn(32, 64)
+    kept, peak = memory.forward_memory(lambda: layer(x), "cpu")
+    # kept: the first Linear's output and GELU's output (both saved), the result; the peak is no smaller
+    assert kept == (2 * 32 * 256 + 32 * 64) * 4 and peak >= kept
+    with pytest.raises(TypeError, match="callable"):
+        memory.forward_memory(None, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_forward_memory_on_cuda() -> None:
+    from gpucourse import memory
+
+    layer = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)).cuda()
+    x = torch.randn(32, 64, device="cuda")
+    kept, peak = memory.forward_memory(lambda: layer(x), "cuda")
+    assert kept >= (2 * 32 * 256 + 32 * 64) * 4 and peak >= kept

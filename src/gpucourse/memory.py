@@ -298,6 +298,34 @@ def peak_bytes(fn: Callable[[], object]) -> int:
     return tracker.peak
 
 
+def forward_memory(fn: Callable[[], object], device: object) -> tuple[int, int]:
+    """(bytes kept, peak bytes) of the tensors ``fn()`` creates on ``device`` (lesson 13_bigger_models): kept is what is
+    still alive once it has returned, its result included; peak the most at any moment while it ran. On a CUDA device
+    from the caching allocator's own counters (``torch.cuda.memory_allocated``, ``reset_peak_memory_stats``,
+    ``max_memory_allocated``: whole blocks, rounded up to 512 bytes); on any other device from :class:`PeakMemory`."""
+    import torch
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (e.g. lambda: layer(x)), got {type(fn).__name__}")
+    if _device_type(device) == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but no CUDA GPU is visible")
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        kept = torch.cuda.memory_allocated(device) - start
+        peak = torch.cuda.max_memory_allocated(device) - start
+        del result
+        return int(kept), int(peak)
+    with PeakMemory() as tracker:
+        result = fn()
+    kept, peak = tracker.current, tracker.peak
+    del result
+    return kept, peak
+
+
 class MemoryCap(PeakMemory):
     """A simulated device with ``capacity`` bytes for new tensors (lesson 13_bigger_models): an operation that takes the
     live bytes past it raises ``torch.OutOfMemoryError``, with a message in PyTorch's format marked as simulated."""
@@ -305,6 +333,15 @@ class MemoryCap(PeakMemory):
     def __init__(self, capacity: int) -> None:
         super().__init__()
         self.capacity = positive_int("capacity", capacity)
+
+    def _allocated(self, tensors: list, inputs: set[int]) -> int:
+        """As in PeakMemory, but an allocation that does not fit leaves ``peak`` as it was: as on a GPU, it never
+        held its bytes (``peak`` never exceeds ``capacity``)."""
+        peak = self.peak
+        added = super()._allocated(tensors, inputs)
+        if self.current > self.capacity:
+            self.peak = peak
+        return added
 
     def _check(self, added: int) -> None:
         import torch
@@ -378,5 +415,5 @@ def layer_activation_bytes(s: int, b: int, h: int, a: int, bytes_per_value: int 
 
 
 __all__ = ["MemoryBreakdown", "tensor_memory", "saved_tensor_bytes", "peak_memory_bytes", "accumulate_gradients",
-           "parse_oom_message", "PeakMemory", "peak_bytes", "MemoryCap", "largest_micro_batch",
+           "parse_oom_message", "PeakMemory", "peak_bytes", "forward_memory", "MemoryCap", "largest_micro_batch",
            "checkpointed_forward", "layer_activation_bytes"]

@@ -8,20 +8,63 @@ from wrong_answers.tampering import with_tampering
 
 _EX1 = '''\
 def activation_bytes(s: int, b: int, h: int, a: int, bytes_per_value: int = 2, mask_bytes: int = 1,
-                     dropout: bool = True) -> int:
+                     dropout: bool = True, ffn: int = 4) -> int:
     """Bytes one TransformerLayer keeps for its backward pass, its input included, LayerNorm's statistics not."""
 '''
 _EX2 = '''\
 def fit_under_cap(model: nn.Module, x: torch.Tensor, cap: int) -> torch.Tensor:
-    """The stack's output, with checkpointing chosen so that the kept bytes fit in `cap` at the least recomputation."""
+    """The stack's output, with checkpointing chosen so that a training step's peak fits in `cap` at the least recomputation."""
 '''
 _EX3 = '''\
 def largest_micro_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
     """The largest m in [1, len(x)] whose training step on x[:m], y[:m] raises no torch.OutOfMemoryError (0 if none)."""
 '''
 
-# Ex2: the model answer's plan search, with `{run}` (how a layer runs in a mode) and `{kept}` (what a layer keeps)
+# Ex2: the model answer's search (each plan's training step tried under the cap, cheapest first), with `{run}` (how a
+# layer runs in a mode) and `{order}` (the plans, as (n_full, n_selective, n_plain) -> the modes in layer order)
 _EX2_SEARCH = '''\
+    b, s, h = x.shape
+    layers, parameters = list(model.layers), list(model.parameters())
+
+{run}
+    def forward(plan):
+        out = x
+        for layer, mode in zip(layers, plan):
+            out = run(layer, out, mode)
+        return out
+
+    def fits(plan):
+        try:
+            with memory.MemoryCap(cap):
+                out = forward(plan)
+                torch.autograd.grad(out.pow(2).mean(), parameters)
+            return True
+        except torch.OutOfMemoryError:
+            return False
+
+    flops = {{"plain": 0, "selective": 4 * b * s * s * h, "full": 24 * b * s * h * h + 4 * b * s * s * h}}
+    depth = len(layers)
+    plans = [{order} for n_full in range(depth + 1) for n_selective in range(depth + 1 - n_full)
+             for n_plain in [depth - n_full - n_selective]]
+    for plan in sorted(plans, key=lambda plan: sum(flops[mode] for mode in plan)):
+        if fits(plan):
+            return forward(plan)
+    raise torch.OutOfMemoryError("no plan fits")
+'''
+_FULL_FIRST = '["full"] * n_full + ["selective"] * n_selective + ["plain"] * n_plain'
+_FULL_LAST = '["plain"] * n_plain + ["selective"] * n_selective + ["full"] * n_full'
+_RUN = '''\
+    def run(layer, inputs, mode):
+        if mode == "full":
+            return checkpoint(layer, inputs, use_reentrant={reentrant})
+        if mode == "selective":
+            return layer(inputs, core=lambda q, k, v: checkpoint(layer.core, q, k, v, use_reentrant={reentrant}))
+        return layer(inputs)
+'''
+
+# Ex2, v3r0's answer: the plan chosen by the bytes the forward pass keeps (`{kept}`: per layer and mode), not by the
+# step's peak: it fits the kept bytes, then the backward pass runs out of memory
+_EX2_KEPT_SEARCH = '''\
     b, s, h = x.shape
     layers = list(model.layers)
 
@@ -42,14 +85,6 @@ _EX2_SEARCH = '''\
     for layer, mode in zip(layers, best[1]):
         x = run(layer, x, mode)
     return x
-'''
-_RUN = '''\
-    def run(layer, inputs, mode):
-        if mode == "full":
-            return checkpoint(layer, inputs, use_reentrant={reentrant})
-        if mode == "selective":
-            return layer(inputs, core=lambda q, k, v: checkpoint(layer.core, q, k, v, use_reentrant={reentrant}))
-        return layer(inputs)
 '''
 _MEASURED = '''\
     kept = {}
@@ -110,6 +145,22 @@ WRONG: dict[str, dict[str, str]] = {
     return (s * b * h * (16 * e + (2 * mask_bytes if dropout else 0))
             + a * s * s * b * (e + ((e + mask_bytes) if dropout else 0)))
 ''',
+        "mlp_width_fixed": _EX1 + '''\
+    per_token = 16 * bytes_per_value   # the listing's 4h MLP, whatever ffn says
+    per_score = bytes_per_value
+    if dropout:
+        per_token += 2 * mask_bytes
+        per_score += bytes_per_value + mask_bytes
+    return s * b * h * per_token + a * s * s * b * per_score
+''',
+        "mlp_width_once": _EX1 + '''\
+    per_token = (12 + ffn) * bytes_per_value   # only GELU's output scales with ffn (fc1's output forgotten)
+    per_score = bytes_per_value
+    if dropout:
+        per_token += 2 * mask_bytes
+        per_score += bytes_per_value + mask_bytes
+    return s * b * h * per_token + a * s * s * b * per_score
+''',
         "scores_twice_without_dropout": _EX1 + '''\
     extra = (bytes_per_value + mask_bytes) if dropout else bytes_per_value   # the softmax output counted twice
     return (s * b * h * (16 * bytes_per_value + (2 * mask_bytes if dropout else 0))
@@ -126,22 +177,27 @@ WRONG: dict[str, dict[str, str]] = {
     return memory.checkpointed_forward(model.layers, x, every=1)
 ''',
         "visible_only": _EX2 + '''\
-    with memory.PeakMemory() as tracker:   # plain if it fits, else every layer fully checkpointed
-        out = model(x)
-    if tracker.current <= cap:
-        return out
-    del out
+    parameters = list(model.parameters())
+    try:   # plain if its step fits, else every layer fully checkpointed
+        with memory.MemoryCap(cap):
+            out = model(x)
+            torch.autograd.grad(out.pow(2).mean(), parameters)
+        return model(x)
+    except torch.OutOfMemoryError:
+        pass
     for layer in model.layers:
         x = checkpoint(layer, x, use_reentrant=False)
     return x
 ''',
-        "typical": _EX2 + '''\
+        "typical": _EX2 + _EX2_KEPT_SEARCH.format(run=_RUN.format(reentrant=False), kept=_MEASURED),
+        "full_everywhere": _EX2 + '''\
     for layer in model.layers:   # full checkpointing everywhere: always fits, recomputes too much
         x = checkpoint(layer, x, use_reentrant=False)
     return x
 ''',
-        "reentrant": _EX2 + _EX2_SEARCH.format(run=_RUN.format(reentrant=True), kept=_MEASURED),
-        "formula_not_measured": _EX2 + _EX2_SEARCH.format(run=_RUN.format(reentrant=False), kept=_FORMULA),
+        "reentrant": _EX2 + _EX2_SEARCH.format(run=_RUN.format(reentrant=True), order=_FULL_FIRST),
+        "checkpointed_layers_last": _EX2 + _EX2_SEARCH.format(run=_RUN.format(reentrant=False), order=_FULL_LAST),
+        "formula_not_measured": _EX2 + _EX2_KEPT_SEARCH.format(run=_RUN.format(reentrant=False), kept=_FORMULA),
         "selective_everywhere": _EX2 + '''\
     for layer in model.layers:
         x = layer(x, core=lambda q, k, v, core=layer.core: checkpoint(core, q, k, v, use_reentrant=False))

@@ -137,6 +137,26 @@ WRONG: dict[str, dict[str, str]] = {
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
 ''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
+        # Review v3r1 (ex1_w10): skips a step by hand when the LOSS is not finite, otherwise steps the optimizer
+        # directly. In float16 on a GPU the overflow comes in backward with a finite loss: inf gradients are applied.
+        "r1_loss_check_only": _TRAIN + '''\
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        if not torch.isfinite(loss):
+            if scaler.is_enabled():
+                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
+            continue
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        scaler.update()
+    return losses
+''',
     },
     "ex2-solution": {
         # A plain cast: scale 1 (through a module-level function, the one the tampering kinds go into).

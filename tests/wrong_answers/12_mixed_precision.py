@@ -164,6 +164,17 @@ WRONG: dict[str, dict[str, str]] = {
         scaler.update()
     return losses
 ''',
+        # Review v3r1 (h/ex1_w1): the right calls, but backward and the scaler's steps inside the autocast block.
+        "r1_backward_inside_autocast": _loop('''\
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+'''),
     },
     "ex2-solution": {
         # A plain cast: scale 1 (through a module-level function, the one the tampering kinds go into).

@@ -61,6 +61,13 @@ _RETURN = '''\
 '''
 _CAST = "        q = (x.float() * scale).clamp(-fmt_max, fmt_max).to(self.dtype)\n"
 
+
+def _matmul(body: str) -> str:
+    """The exercise-2 cell with the right quantize and fp8_matmul's body replaced (indented by 4)."""
+    return (_EX2_CLASS + _RIGHT_SCALE + _CAST + _RETURN
+            + "\n\ndef fp8_matmul(a, b, a_scaling, b_scaling):\n" + body)
+
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # Evaluates the model on every batch and trains nothing.
@@ -137,6 +144,37 @@ WRONG: dict[str, dict[str, str]] = {
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
 ''' + _CLIP + "        scaler.step(optimizer)\n        scaler.update()\n"),
+        # Review v3r1 (ex1_w10): skips a step by hand when the LOSS is not finite, otherwise steps the optimizer
+        # directly. In float16 on a GPU the overflow comes in backward with a finite loss: inf gradients are applied.
+        "r1_loss_check_only": _TRAIN + '''\
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        if not torch.isfinite(loss):
+            if scaler.is_enabled():
+                scaler.update(scaler.get_scale() * scaler.get_backoff_factor())
+            continue
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        scaler.update()
+    return losses
+''',
+        # Review v3r1 (h/ex1_w1): the right calls, but backward and the scaler's steps inside the autocast block.
+        "r1_backward_inside_autocast": _loop('''\
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+'''),
     },
     "ex2-solution": {
         # A plain cast: scale 1 (through a module-level function, the one the tampering kinds go into).
@@ -197,6 +235,36 @@ WRONG: dict[str, dict[str, str]] = {
         known = max(self.amax_history) if self.amax_history else amax
         scale = fmt_max / known if known > 0 else 1.0
 ''' + _CAST + _RETURN),
+        # Review v3r1 (ex2_w1): quantizes only to feed the histories, returns the exact float32 product.
+        "r1_exact_product": _matmul("    a_scaling.quantize(a)\n    b_scaling.quantize(b)\n    return a @ b\n"),
+        # Review v3r1 (ex2_w2): just-in-time scaling inside the matmul, ignoring the delayed scale (no saturation).
+        "r1_current_scaling": _matmul('''\
+    a_scaling.quantize(a)
+    b_scaling.quantize(b)
+    fa = torch.finfo(a_scaling.dtype).max / a.abs().max()
+    fb = torch.finfo(b_scaling.dtype).max / b.abs().max()
+    qa, qb = (a * fa).to(a_scaling.dtype), (b * fb).to(b_scaling.dtype)
+    return (qa.float() @ qb.float()) / (fa * fb)
+'''),
+        # Review v3r1 (ex2_w3): quantizes a twice per call; the history double-counts a, the second scale is current.
+        "r1_quantize_twice": _matmul('''\
+    a_scaling.quantize(a)
+    qa, sa = a_scaling.quantize(a)
+    qb, sb = b_scaling.quantize(b)
+    return (qa.float() @ qb.float()) / (sa * sb)
+'''),
+        # Review v3r1 (ex2_w9): dequantizes first, then multiplies bfloat16-rounded values, not the FP8 values.
+        "r1_bfloat16_dequantized": _matmul('''\
+    qa, sa = a_scaling.quantize(a)
+    qb, sb = b_scaling.quantize(b)
+    return (qa.float() / sa).to(torch.bfloat16).float() @ (qb.float() / sb).to(torch.bfloat16).float()
+'''),
+        # Right for float32 inputs; with bfloat16 inputs it multiplies and returns bfloat16.
+        "product_in_input_dtype": _matmul('''\
+    qa, sa = a_scaling.quantize(a)
+    qb, sb = b_scaling.quantize(b)
+    return (qa.to(a.dtype) @ qb.to(b.dtype)) / (sa * sb)
+'''),
         "zeros_give_nan": _quantize('''\
         fmt_max = torch.finfo(self.dtype).max
         amax = float(x.detach().abs().max())

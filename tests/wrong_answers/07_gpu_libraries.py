@@ -35,7 +35,7 @@ _EX1_GOOD_INPUTS = """\
         inputs = "tf32"
     elif "bf16" in low:
         inputs = "bf16"
-    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*(gemm|cudnn)", low):
+    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h+\\d*(gemm|cudnn|fprop|dgrad|wgrad)|__half", low):
         inputs = "fp16"
     else:
         inputs = "fp32"
@@ -231,6 +231,16 @@ WRONG: dict[str, dict[str, str]] = {
         # Case-sensitive: an upper-case name is read as nothing at all.
         "case_sensitive": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
         + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # h for half read only before gemm or cudnn, and a __half template argument not read (the model answer of review
+        # v3r4): cuDNN's and CUTLASS's float16 convolutions (h884fprop, h16816fprop, implicit_convolve_hhgemm<__half>)
+        # read as float32, so a pure float16 trace says "float32 convolutions ran, none in TF32".
+        "r4_half_conv_as_fp32": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace(
+            "(gemm|cudnn|fprop|dgrad|wgrad)|__half", "(gemm|cudnn)").replace("h+", "h") + _EX1_GOOD_CORES + _EX1_RETURN,
+        # Other kernels typed too (the reviewer's wrong answer, v3r4): NCCL's ..._bf16_... read as "bf16" although the
+        # exercise specifies None for every kernel that is not a matmul or convolution.
+        "r4_other_inputs_typed": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+            'return {"tensor_cores": False, "inputs": None, "algorithm": "other"}', 'algorithm = "other"')
+        + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
     },
     "ex2-solution": {
         # Plain float32: no rounding at all (what a CPU computes, not a Tensor Core in TF32 mode).
@@ -265,6 +275,37 @@ WRONG: dict[str, dict[str, str]] = {
         bits = (bits + np.uint64(0x1000)) & np.uint64(0xFFFFE000)
         return bits.astype(np.uint32).view(np.float32)
     return np.matmul(to_tf32(a), to_tf32(b)).astype(np.float32)
+''',
+        # float16's 10-bit mantissa with one power-of-two scale per matrix (the reviewer's wrong answer, v3r4): entries more
+        # than 2^14 below the matrix's largest fall into float16's subnormals or flush to zero.
+        "r4_fp16_cast_scaled": _EX2 + '''\
+    def r(x):
+        x = np.asarray(x, dtype=np.float32)
+        m = np.abs(x).max()
+        e = np.float32(2.0) ** np.floor(np.log2(m)) if m > 0 else np.float32(1)
+        return ((x / e).astype(np.float16).astype(np.float32) * e).astype(np.float32)
+    return np.matmul(r(a), r(b)).astype(np.float32)
+''',
+        # Ties to even in a, ties away from zero in b (the reviewer's wrong answer, v3r4).
+        "r4_ties_away_b": _EX2 + '''\
+    def rn(values):
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        last = (bits >> np.uint64(13)) & np.uint64(1)
+        return ((bits + np.uint64(0x0FFF) + last) & np.uint64(0xFFFFE000)).astype(np.uint32).view(np.float32)
+    def rna(values):
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+        return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.matmul(rn(a), rna(b)).astype(np.float32)
+''',
+        # A Veltkamp split (x * 8193) that overflows above about 4e34 and leaves those values unrounded (the reviewer's
+        # wrong answer, v3r4).
+        "r4_veltkamp": _EX2 + '''\
+    def r(x):
+        x = np.asarray(x, dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = x * np.float32(8193.0); hi = c - (c - x)
+        return np.where(np.isfinite(c), hi, x).astype(np.float32)
+    return np.matmul(r(a), r(b)).astype(np.float32)
 ''',
         # Rounds in place: right numbers, but the caller's arrays are changed.
         "in_place": _EX2 + '''\
@@ -333,6 +374,45 @@ WRONG: dict[str, dict[str, str]] = {
             after="extra.remove()"),
         # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
         "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
+        # One record per module and run, the last call's (the reviewer's wrong answer, v3r4): a module called twice per
+        # forward pass keeps only its second call, whose inputs come from the first call's varying output.
+        "r4_last_call_per_name": _EX3 + """\
+    names = {m: n for n, m in model.named_modules() if n}
+    runs, order, pending = [], [], {}
+    def pre(m, inputs):
+        pending[m] = [t.detach().clone() for t in inputs]
+    def post(m, inputs, output):
+        name = names[m]
+        runs[-1][name] = (pending.pop(m), output.detach().clone())
+        if len(runs) == 1 and name not in order:
+            order.append(name)
+    modes = {m: m.training for m in model.modules()}
+    handles = [m.register_forward_pre_hook(pre) for m in names] + [m.register_forward_hook(post) for m in names]
+    try:
+        model.eval()
+        with torch.no_grad():
+            for _ in range(8):
+                runs.append({})
+                model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        for m, t in modes.items():
+            m.training = t
+    for name in order:
+        i0, o0 = runs[0][name]
+        for run in runs[1:]:
+            i, o = run[name]
+            if all(torch.equal(a, b) for a, b in zip(i0, i)) and not torch.equal(o0, o):
+                return name
+    return None
+""",
+        # Training mode, PyTorch reseeded before each run and the state dict put back (the reviewer's wrong answer,
+        # v3r4): Dropout repeats, buffers are restored, but the learner's global generator is left reseeded.
+        "r4_train_mode_reseed": _ex3(enter="saved = {k: v.clone() for k, v in model.state_dict().items()}",
+                                     before_run="torch.manual_seed(0)",
+                                     restore="for module, training in modes.items(): module.training = training\n"
+                                             "        model.load_state_dict(saved)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.
         "registration_order": _EX3 + """\
     outputs = {}

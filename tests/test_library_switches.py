@@ -155,6 +155,9 @@ def test_atomic_sum_raises_under_deterministic_algorithms_only_when_flagged() ->
         with pytest.raises(RuntimeError, match="deterministic implementation"):
             ls.atomic_sum(flagged=True)(x)
         assert ls.atomic_sum(flagged=False)(x).shape == (2,)
+        torch.use_deterministic_algorithms(True, warn_only=True)  # PyTorch's flagged ops warn and run: so does it
+        with pytest.warns(UserWarning, match="deterministic implementation"):
+            assert ls.atomic_sum(flagged=True)(x).shape == (2,)
     finally:
         torch.use_deterministic_algorithms(before)
     with pytest.raises(TypeError, match="seed"):

@@ -286,7 +286,8 @@ class AtomicSum:
     A ``torch.nn.Module`` built by :func:`atomic_sum`, like a pooling done with ``index_add_`` or ``scatter_add_``. Its own generator decides, call by call, whether the
     additions run in another order (they do on at least one call in any ``period`` consecutive calls); seeding PyTorch
     changes nothing, as on a GPU. With ``flagged=True`` it raises like PyTorch's own nondeterministic CUDA ops when
-    ``torch.use_deterministic_algorithms(True)`` is on; a custom kernel (``flagged=False``) does not.
+    ``torch.use_deterministic_algorithms(True)`` is on (and warns, as they do, with ``warn_only=True``); a custom kernel
+    (``flagged=False``) does neither.
     """
 
 
@@ -311,8 +312,13 @@ def atomic_sum(seed: int = 0, flagged: bool = True, chance: float = 0.5, period:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if self.flagged and torch.are_deterministic_algorithms_enabled():
-                raise RuntimeError("atomic_sum does not have a deterministic implementation, but you set "
-                                   "'torch.use_deterministic_algorithms(True)'.")
+                message = ("atomic_sum does not have a deterministic implementation, but you set "
+                           "'torch.use_deterministic_algorithms(True)'.")
+                if not torch.is_deterministic_algorithms_warn_only_enabled():
+                    raise RuntimeError(message)
+                import warnings  # warn_only=True: PyTorch's own flagged ops warn and run
+
+                warnings.warn(message, UserWarning, stacklevel=2)
             draw = float(torch.rand((), generator=self.generator))
             reorder = draw < self.chance or self.calm >= self.period - 1
             self.calm = 0 if reorder else self.calm + 1

@@ -4,7 +4,7 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper, 
 where none computes the answer, a reading of PyTorch op names instead of kernel names; in Exercise 3, the course's
 simulator recognised by its class name), "visible_only" (right on the visible test's input only), "typical" (the
 lesson's typical mistake, used in the full nbgrader pipeline), and more: the parts of a kernel name read in the wrong
-order, every algorithm read as gemm, bf16 read as f16, "xmma" or a 16-bit type taken for Tensor Cores (dtype_means_tensor_cores), a trace read in launches or by its longest launch; too few runs, a tolerance instead of bits, registration order,
+order, every algorithm read as gemm, bf16 read as f16, "xmma" or a 16-bit type taken for Tensor Cores (typical), float16 convolutions read as float32; too few runs, a tolerance instead of bits, registration order,
 PyTorch's determinism flag alone, hooks left behind, inputs recorded after an in-place forward; the first differing output with its inputs unchecked, a
 model run in training mode or left in eval mode; modes or switches put back outside a finally block, switches reset to defaults, a global hook left after an error.
 """
@@ -35,7 +35,7 @@ _EX1_GOOD_INPUTS = """\
         inputs = "tf32"
     elif "bf16" in low:
         inputs = "bf16"
-    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*(gemm|cudnn)", low):
+    elif "f16" in low or "fp16" in low or re.search(r"(^|_)h+\\d*(gemm|cudnn|fprop|dgrad|wgrad)|__half", low):
         inputs = "fp16"
     else:
         inputs = "fp32"
@@ -46,27 +46,6 @@ _EX1_GOOD_CORES = """\
 """
 _EX1_RETURN = """\
     return {"tensor_cores": bool(mma) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
-"""
-_EX1_KERNEL = _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN
-_EX1_TRACE_HEAD = """\
-def read_trace(trace: list[tuple[str, float]]) -> dict:
-    \"\"\"A trace's answers: {"tensor_core_share", "tf32", "dominant"} (see the exercise).\"\"\"
-"""
-_EX1_TRACE = _EX1_TRACE_HEAD + """\
-    total, on_tensor_cores, per_kernel, input_types = 0.0, 0.0, {}, set()
-    for name, time_us in trace:
-        kernel = read_kernel(name)
-        total += time_us
-        if kernel["tensor_cores"]:
-            on_tensor_cores += time_us
-        if kernel["algorithm"] != "other":
-            per_kernel[name] = per_kernel.get(name, 0.0) + time_us
-            input_types.add(kernel["inputs"])
-    tf32 = True if "tf32" in input_types else False if "fp32" in input_types else None
-    return {"tensor_core_share": on_tensor_cores / total if total else 0.0, "tf32": tf32,
-            "dominant": max(per_kernel, key=per_kernel.get) if per_kernel else None}
-
-
 """
 _EX2 = """\
 def tf32_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -119,21 +98,23 @@ def _ex3(runs: int = 8, compare: str = "torch.equal(output_0, output)", same_inp
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # The constructed trace's answer, for every trace.
-        "constant": _EX1_TRACE_HEAD + """\
-    return {"tensor_core_share": 486.2 / 2358.0, "tf32": True, "dominant": "ampere_sgemm_128x64_tn"}
+        # One reading for every name: a float32 GEMM on CUDA cores (the first kernel of the constructed trace).
+        "constant": _EX1 + """\
+    return {"tensor_cores": False, "inputs": "fp32", "algorithm": "gemm"}
 """,
         # There is no course helper for this: a reading of PyTorch's own op names instead of kernel names.
-        "helper": _EX1_TRACE + _EX1 + """\
+        "helper": _EX1 + """\
     low = name.lower()
     algorithm = "implicit_gemm" if "conv" in low else "gemm" if ("mm" in low or "gemm" in low) else "other"
     return {"tensor_cores": False, "inputs": None if algorithm == "other" else "fp32", "algorithm": algorithm}
 """,
         # A table of the names shown in the lesson; anything else read as a float16 Tensor Core GEMM.
-        "visible_only": _EX1_TRACE + _EX1 + """\
+        "visible_only": _EX1 + """\
     table = {"ampere_sgemm_128x64_tn": (False, "fp32", "gemm"),
              "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x64x16_stage6_warpsize2x2x1_tensor16x8x8": (True, "tf32", "gemm"),
-             "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_32x3_nn": (True, "bf16", "gemm")}
+             "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_32x3_nn": (True, "bf16", "gemm"),
+             "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x32x32_stage4_warpsize4x1x1_g1_"
+             "tensor16x8x16_execute_kernel__5x_cudnn": (True, "fp16", "implicit_gemm")}
     if name in table:
         tensor_cores, inputs, algorithm = table[name]
         return {"tensor_cores": tensor_cores, "inputs": inputs, "algorithm": algorithm}
@@ -143,20 +124,8 @@ WRONG: dict[str, dict[str, str]] = {
         return {"tensor_cores": False, "inputs": "fp32", "algorithm": "winograd"}
     return {"tensor_cores": True, "inputs": "fp16", "algorithm": "gemm"}
 """,
-        # Tensor Cores' share counted in launches, not in device time.
-        "typical": _EX1_TRACE.replace("on_tensor_cores += time_us", "on_tensor_cores += 1").replace(
-            "total += time_us", "total += 1") + _EX1_KERNEL,
-        # The dominant kernel is the single longest launch: a kernel launched many times is missed.
-        "longest_launch": _EX1_TRACE.replace("per_kernel.get(name, 0.0) + time_us", "max(per_kernel.get(name, 0.0), time_us)")
-        + _EX1_KERNEL,
-        # Any kernel can dominate: communication or an elementwise kernel is named.
-        "dominant_any_kernel": _EX1_TRACE.replace('if kernel["algorithm"] != "other":', "if True:").replace(
-            "input_types.add(kernel[\"inputs\"])", "input_types.add(kernel[\"inputs\"]) if kernel[\"algorithm\"] != \"other\" else None")
-        + _EX1_KERNEL,
-        # No TF32 kernel means TF32 was off, even in a trace with no float32 matmul or convolution at all.
-        "tf32_never_none": _EX1_TRACE.replace('False if "fp32" in input_types else None', "False") + _EX1_KERNEL,
         # f32 looked for before tf32: TF32 kernels (f32f32_tf32f32) read as float32.
-        "f32_first": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + """\
+        "f32_first": _EX1 + _EX1_GOOD_ALGORITHM + """\
     if "bf16" in low:
         inputs = "bf16"
     elif "f16" in low or "fp16" in low or re.search(r"(^|_)h\\d*gemm", low):
@@ -169,34 +138,35 @@ WRONG: dict[str, dict[str, str]] = {
         inputs = "fp32"
 """ + _EX1_GOOD_CORES + _EX1_RETURN,
         # "xmma" taken for Tensor Cores: the sm80 xmma float32 kernels on CUDA cores (ffma) count as Tensor Cores.
-        "xmma_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
+        "xmma_means_tensor_cores": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
     mma = re.search(r"\\d{3,6}(gemm|cudnn|fprop|dgrad|wgrad)|tensorop|wmma|hmma|gmma|xmma|tensor\\d+x\\d+|warpgroupsize", low)
     cuda_cores = "simt" in low
 """ + _EX1_RETURN,
         # Tensor Cores whenever the inputs are 16-bit or TF32: float16 on CUDA cores (hgemm) passes as Tensor Cores.
-        "low_precision_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
+        "low_precision_means_tensor_cores": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + """\
     return {"tensor_cores": inputs != "fp32", "inputs": inputs, "algorithm": algorithm}
 """,
-        # Tensor Cores read from the type marker alone: a 16-bit type (fp16, f16, bf16, h for half) means Tensor Cores,
-        # so float16 sgemm kernels with no MMA shape (..._fp16_sgemm_fp16_...), on CUDA cores, count as Tensor Cores.
-        "dtype_means_tensor_cores": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + """\
+        # Tensor Cores read from the type marker alone (typical: "16-bit means Tensor Cores"): a 16-bit type (fp16, f16,
+        # bf16, h for half) means Tensor Cores, so float16 sgemm kernels with no MMA shape (..._fp16_sgemm_fp16_...),
+        # on CUDA cores, count as Tensor Cores.
+        "typical": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + """\
     sixteen_bit = bool(re.search(r"fp16|f16|bf16", low))
     return {"tensor_cores": (bool(mma) or sixteen_bit) and not cuda_cores, "inputs": inputs, "algorithm": algorithm}
 """,
         # cuDNN names that give the pass, not the algorithm (scudnn, h884cudnn, dgrad, wgrad), read as "other": the
         # Tensor Core shape is never reached, and a convolution that takes most of the time is never the answer.
-        "cudnn_names_other": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+        "cudnn_names_other": _EX1 + _EX1_GOOD_ALGORITHM.replace(
             """    elif re.search(r"convolve|fprop|dgrad|wgrad|[sh]\\d*cudnn", low):
         algorithm = "convolution"
 """, "") + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
         # The Tensor Core shape looked for before "gemm" only: h884cudnn and s1688cudnn convolutions read as CUDA cores.
-        "shape_before_gemm_only": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
+        "shape_before_gemm_only": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
         + _EX1_GOOD_CORES.replace("(gemm|cudnn|fprop|dgrad|wgrad)", "gemm") + _EX1_RETURN,
         # xmma without ffma not read as Tensor Cores: a truncated TF32 xmma name (its tensor shape cut off) is missed.
-        "xmma_ignored": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
+        "xmma_ignored": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS
         + _EX1_GOOD_CORES.replace("|xmma", "") + _EX1_RETURN,
         # Only names with "gemm" are matmuls or convolutions: Winograd and FFT convolutions are missed.
-        "gemm_only": _EX1_TRACE + _EX1 + """\
+        "gemm_only": _EX1 + """\
     low = name.lower()
     if "implicit_gemm" in low or "implicit_convolve" in low:
         algorithm = "implicit_gemm"
@@ -206,13 +176,13 @@ WRONG: dict[str, dict[str, str]] = {
         return {"tensor_cores": False, "inputs": None, "algorithm": "other"}
 """ + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
         # Every matmul or convolution read as "gemm": Winograd, FFT, implicit GEMM and convolution passes never told
-        # apart (the reviewer's wrong answer; read_trace only asks whether the algorithm is "other").
-        "algorithm_always_gemm": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace(
+        # apart (the reviewer's wrong answer).
+        "algorithm_always_gemm": _EX1 + _EX1_GOOD_ALGORITHM.replace(
             'algorithm = "winograd"', 'algorithm = "gemm"').replace('algorithm = "fft"', 'algorithm = "gemm"').replace(
             'algorithm = "implicit_gemm"', 'algorithm = "gemm"').replace('algorithm = "convolution"', 'algorithm = "gemm"')
         + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
         # "f16" looked for before "bf16": every bfloat16 kernel reads as float16 (the reviewer's wrong answer).
-        "f16_before_bf16": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace("""\
+        "f16_before_bf16": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace("""\
     elif "bf16" in low:
         inputs = "bf16"
 """, "").replace("""\
@@ -225,11 +195,21 @@ WRONG: dict[str, dict[str, str]] = {
         inputs = "fp32"
 """) + _EX1_GOOD_CORES + _EX1_RETURN,
         # bfloat16 and float16 both returned as "half" (the reviewer's wrong answer).
-        "inputs_coarse": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace(
+        "inputs_coarse": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace(
             'inputs = "bf16"', 'inputs = "half"').replace('inputs = "fp16"', 'inputs = "half"')
         + _EX1_GOOD_CORES + _EX1_RETURN,
         # Case-sensitive: an upper-case name is read as nothing at all.
-        "case_sensitive": _EX1_TRACE + _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
+        "case_sensitive": _EX1 + _EX1_GOOD_ALGORITHM.replace("low = name.lower()", "low = name")
+        + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
+        # h for half read only before gemm or cudnn, and a __half template argument not read (the model answer of review
+        # v3r4): cuDNN's and CUTLASS's float16 convolutions (h884fprop, h16816fprop, implicit_convolve_hhgemm<__half>)
+        # read as float32, so a pure float16 trace says "float32 convolutions ran, none in TF32".
+        "r4_half_conv_as_fp32": _EX1 + _EX1_GOOD_ALGORITHM + _EX1_GOOD_INPUTS.replace(
+            "(gemm|cudnn|fprop|dgrad|wgrad)|__half", "(gemm|cudnn)").replace("h+", "h") + _EX1_GOOD_CORES + _EX1_RETURN,
+        # Other kernels typed too (the reviewer's wrong answer, v3r4): NCCL's ..._bf16_... read as "bf16" although the
+        # exercise specifies None for every kernel that is not a matmul or convolution.
+        "r4_other_inputs_typed": _EX1 + _EX1_GOOD_ALGORITHM.replace(
+            'return {"tensor_cores": False, "inputs": None, "algorithm": "other"}', 'algorithm = "other"')
         + _EX1_GOOD_INPUTS + _EX1_GOOD_CORES + _EX1_RETURN,
     },
     "ex2-solution": {
@@ -265,6 +245,37 @@ WRONG: dict[str, dict[str, str]] = {
         bits = (bits + np.uint64(0x1000)) & np.uint64(0xFFFFE000)
         return bits.astype(np.uint32).view(np.float32)
     return np.matmul(to_tf32(a), to_tf32(b)).astype(np.float32)
+''',
+        # float16's 10-bit mantissa with one power-of-two scale per matrix (the reviewer's wrong answer, v3r4): entries more
+        # than 2^14 below the matrix's largest fall into float16's subnormals or flush to zero.
+        "r4_fp16_cast_scaled": _EX2 + '''\
+    def r(x):
+        x = np.asarray(x, dtype=np.float32)
+        m = np.abs(x).max()
+        e = np.float32(2.0) ** np.floor(np.log2(m)) if m > 0 else np.float32(1)
+        return ((x / e).astype(np.float16).astype(np.float32) * e).astype(np.float32)
+    return np.matmul(r(a), r(b)).astype(np.float32)
+''',
+        # Ties to even in a, ties away from zero in b (the reviewer's wrong answer, v3r4).
+        "r4_ties_away_b": _EX2 + '''\
+    def rn(values):
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        last = (bits >> np.uint64(13)) & np.uint64(1)
+        return ((bits + np.uint64(0x0FFF) + last) & np.uint64(0xFFFFE000)).astype(np.uint32).view(np.float32)
+    def rna(values):
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+        return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.matmul(rn(a), rna(b)).astype(np.float32)
+''',
+        # A Veltkamp split (x * 8193) that overflows above about 4e34 and leaves those values unrounded (the reviewer's
+        # wrong answer, v3r4).
+        "r4_veltkamp": _EX2 + '''\
+    def r(x):
+        x = np.asarray(x, dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = x * np.float32(8193.0); hi = c - (c - x)
+        return np.where(np.isfinite(c), hi, x).astype(np.float32)
+    return np.matmul(r(a), r(b)).astype(np.float32)
 ''',
         # Rounds in place: right numbers, but the caller's arrays are changed.
         "in_place": _EX2 + '''\
@@ -333,6 +344,45 @@ WRONG: dict[str, dict[str, str]] = {
             after="extra.remove()"),
         # Reseeds PyTorch before each run in training mode: Dropout repeats, but BatchNorm's buffers are updated.
         "reseed_in_train_mode": _ex3(enter="pass", restore="pass", before_run="torch.manual_seed(0)"),
+        # One record per module and run, the last call's (the reviewer's wrong answer, v3r4): a module called twice per
+        # forward pass keeps only its second call, whose inputs come from the first call's varying output.
+        "r4_last_call_per_name": _EX3 + """\
+    names = {m: n for n, m in model.named_modules() if n}
+    runs, order, pending = [], [], {}
+    def pre(m, inputs):
+        pending[m] = [t.detach().clone() for t in inputs]
+    def post(m, inputs, output):
+        name = names[m]
+        runs[-1][name] = (pending.pop(m), output.detach().clone())
+        if len(runs) == 1 and name not in order:
+            order.append(name)
+    modes = {m: m.training for m in model.modules()}
+    handles = [m.register_forward_pre_hook(pre) for m in names] + [m.register_forward_hook(post) for m in names]
+    try:
+        model.eval()
+        with torch.no_grad():
+            for _ in range(8):
+                runs.append({})
+                model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        for m, t in modes.items():
+            m.training = t
+    for name in order:
+        i0, o0 = runs[0][name]
+        for run in runs[1:]:
+            i, o = run[name]
+            if all(torch.equal(a, b) for a, b in zip(i0, i)) and not torch.equal(o0, o):
+                return name
+    return None
+""",
+        # Training mode, PyTorch reseeded before each run and the state dict put back (the reviewer's wrong answer,
+        # v3r4): Dropout repeats, buffers are restored, but the learner's global generator is left reseeded.
+        "r4_train_mode_reseed": _ex3(enter="saved = {k: v.clone() for k, v in model.state_dict().items()}",
+                                     before_run="torch.manual_seed(0)",
+                                     restore="for module, training in modes.items(): module.training = training\n"
+                                             "        model.load_state_dict(saved)"),
         # Ignores the inputs: the first module whose output differs in registration order, downstream ones included.
         "registration_order": _EX3 + """\
     outputs = {}

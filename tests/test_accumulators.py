@@ -632,6 +632,24 @@ def test_the_builtin_min_and_max_are_refused_with_the_line_and_the_fix():
     assert "max(p[0, i], np.float32(0.0))" in clamp and "cannot compile the built-in min or max" in clamp
 
 
+def test_writing_an_array_from_outside_the_kernel_is_refused_with_the_reason():
+    """Review r14 (minor): a kernel that writes a closure (or global) numpy array is refused, as on a GPU, where
+    Numba makes it a read-only constant; the finding says so instead of quoting numba's setitem signature."""
+    scratch = np.zeros(8, np.float32)
+
+    @cuda.jit
+    def writes_closure_array(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            scratch[i] = p[0, i]
+            out[i] = scratch[i]
+
+    [found] = float64_accumulators(writes_closure_array, _LENGTHS)
+    assert found.startswith("(CUDA's compiler refuses your kernel, line ") and "scratch[i] = p[0, i]" in found
+    assert "`scratch` is an array from outside the kernel" in found and "read-only constant" in found
+    assert "setitem" not in found
+
+
 def test_tuples_from_the_closure_or_globals_are_compiled():
     """Review r13 (major): a tuple in the closure (Ex2's fields) or the module (Ex1's OFFSETS) is sent to the compiler,
     so float64 and allocation behind it are found; a right kernel reading tuples, nested too, is clean."""

@@ -731,7 +731,10 @@ def test_what_cannot_be_sent_fails_the_check_visibly_and_names_the_value(capsys)
     assert capsys.readouterr() == ("", "")
 
 
-def test_a_numba_without_the_cuda_target_falls_back_silently(tmp_path, monkeypatch, capsys):
+def test_a_numba_without_the_cuda_target_falls_back_with_one_line(tmp_path, monkeypatch, capsys):
+    from gpucourse.kernels import accumulators
+
+    monkeypatch.setattr(accumulators, "_UNAVAILABLE_NOTED", [])
     fake = tmp_path / "numba"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('a numba without CUDA')\n")
@@ -742,7 +745,9 @@ def test_a_numba_without_the_cuda_target_falls_back_silently(tmp_path, monkeypat
     [report] = cuda_compile.compile_for_gpu([(sum_from_bare_float, _LENGTHS)])
     assert report.status == "not checked" and "numba's CUDA target" in report.reason
     assert float64_accumulators(sum_from_bare_float, _LENGTHS) == ["total"]  # the fallback's answer
-    assert capsys.readouterr() == ("", "")
+    printed = capsys.readouterr()
+    assert printed.err == "" and printed.out.startswith("Note: Numba's CUDA compiler could not run here (numba's CUDA")
+    assert printed.out.count("\n") == 1  # review r14: one line, not a silent switch
 
 
 def test_a_crashed_subprocess_is_not_checked(monkeypatch):
@@ -753,3 +758,24 @@ def test_a_crashed_subprocess_is_not_checked(monkeypatch):
     [report] = cuda_compile.compile_for_gpu([(sum_from_bare_float, _LENGTHS)])
     assert report == cuda_compile.CudaReport("not checked", reason="the compiler's subprocess failed")
     assert report.findings() == []
+
+
+def test_a_compiler_that_cannot_run_is_said_once(monkeypatch, capsys):
+    """Review r14 (minor): where Numba's CUDA target cannot be used (numba-cuda's API differs, say), the fallback to
+    the source check prints one line, once, instead of switching silently."""
+    from gpucourse.kernels import accumulators, cuda_compile
+
+    monkeypatch.setattr(accumulators, "_UNAVAILABLE_NOTED", [])
+    monkeypatch.setattr(cuda_compile, "compile_for_gpu", lambda pairs: [cuda_compile.CudaReport(
+        "not checked", reason="numba's CUDA target: no module named numba.cuda.compiler")] * len(pairs))
+
+    @cuda.jit
+    def clean(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = p[0, i]
+
+    assert float64_accumulators(clean, _LENGTHS) == []
+    assert float64_accumulators(clean, _LENGTHS) == []
+    printed = capsys.readouterr().out
+    assert printed.count("Note: Numba's CUDA compiler could not run here") == 1 and "numba.cuda.compiler" in printed

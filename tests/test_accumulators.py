@@ -632,6 +632,24 @@ def test_the_builtin_min_and_max_are_refused_with_the_line_and_the_fix():
     assert "max(p[0, i], np.float32(0.0))" in clamp and "cannot compile the built-in min or max" in clamp
 
 
+def test_writing_an_array_from_outside_the_kernel_is_refused_with_the_reason():
+    """Review r14 (minor): a kernel that writes a closure (or global) numpy array is refused, as on a GPU, where
+    Numba makes it a read-only constant; the finding says so instead of quoting numba's setitem signature."""
+    scratch = np.zeros(8, np.float32)
+
+    @cuda.jit
+    def writes_closure_array(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            scratch[i] = p[0, i]
+            out[i] = scratch[i]
+
+    [found] = float64_accumulators(writes_closure_array, _LENGTHS)
+    assert found.startswith("(CUDA's compiler refuses your kernel, line ") and "scratch[i] = p[0, i]" in found
+    assert "`scratch` is an array from outside the kernel" in found and "read-only constant" in found
+    assert "setitem" not in found
+
+
 def test_tuples_from_the_closure_or_globals_are_compiled():
     """Review r13 (major): a tuple in the closure (Ex2's fields) or the module (Ex1's OFFSETS) is sent to the compiler,
     so float64 and allocation behind it are found; a right kernel reading tuples, nested too, is clean."""
@@ -713,7 +731,10 @@ def test_what_cannot_be_sent_fails_the_check_visibly_and_names_the_value(capsys)
     assert capsys.readouterr() == ("", "")
 
 
-def test_a_numba_without_the_cuda_target_falls_back_silently(tmp_path, monkeypatch, capsys):
+def test_a_numba_without_the_cuda_target_falls_back_with_one_line(tmp_path, monkeypatch, capsys):
+    from gpucourse.kernels import accumulators
+
+    monkeypatch.setattr(accumulators, "_UNAVAILABLE_NOTED", [])
     fake = tmp_path / "numba"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('a numba without CUDA')\n")
@@ -724,7 +745,9 @@ def test_a_numba_without_the_cuda_target_falls_back_silently(tmp_path, monkeypat
     [report] = cuda_compile.compile_for_gpu([(sum_from_bare_float, _LENGTHS)])
     assert report.status == "not checked" and "numba's CUDA target" in report.reason
     assert float64_accumulators(sum_from_bare_float, _LENGTHS) == ["total"]  # the fallback's answer
-    assert capsys.readouterr() == ("", "")
+    printed = capsys.readouterr()
+    assert printed.err == "" and printed.out.startswith("Note: Numba's CUDA compiler could not run here (numba's CUDA")
+    assert printed.out.count("\n") == 1  # review r14: one line, not a silent switch
 
 
 def test_a_crashed_subprocess_is_not_checked(monkeypatch):
@@ -735,3 +758,24 @@ def test_a_crashed_subprocess_is_not_checked(monkeypatch):
     [report] = cuda_compile.compile_for_gpu([(sum_from_bare_float, _LENGTHS)])
     assert report == cuda_compile.CudaReport("not checked", reason="the compiler's subprocess failed")
     assert report.findings() == []
+
+
+def test_a_compiler_that_cannot_run_is_said_once(monkeypatch, capsys):
+    """Review r14 (minor): where Numba's CUDA target cannot be used (numba-cuda's API differs, say), the fallback to
+    the source check prints one line, once, instead of switching silently."""
+    from gpucourse.kernels import accumulators, cuda_compile
+
+    monkeypatch.setattr(accumulators, "_UNAVAILABLE_NOTED", [])
+    monkeypatch.setattr(cuda_compile, "compile_for_gpu", lambda pairs: [cuda_compile.CudaReport(
+        "not checked", reason="numba's CUDA target: no module named numba.cuda.compiler")] * len(pairs))
+
+    @cuda.jit
+    def clean(p, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = p[0, i]
+
+    assert float64_accumulators(clean, _LENGTHS) == []
+    assert float64_accumulators(clean, _LENGTHS) == []
+    printed = capsys.readouterr().out
+    assert printed.count("Note: Numba's CUDA compiler could not run here") == 1 and "numba.cuda.compiler" in printed

@@ -287,6 +287,105 @@ def test_device_functions_and_closure_cuda_are_traced():
     assert plain.tolist() == [2.0] * 5
 
 
+FROZEN_FIELDS = (0, 1)
+FROZEN_TABLE = np.arange(4, dtype=np.float32)
+FROZEN_OFFSET = 1.0
+
+
+@cuda.jit
+def sum_frozen_fields(p, out):  # reads the global FROZEN_FIELDS: Numba freezes it at the first compile
+    i = cuda.grid(1)
+    if i < out.size:
+        total = 0.0
+        for f in FROZEN_FIELDS:
+            total += p[f, i]
+        out[i] = total
+
+
+@cuda.jit
+def read_frozen_table(out):  # a global array: a constant on a GPU, frozen with the values it had
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = FROZEN_TABLE[i]
+
+
+@cuda.jit(device=True)
+def add_frozen_offset(value):
+    return value + FROZEN_OFFSET
+
+
+@cuda.jit
+def calls_frozen_device_function(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = add_frozen_offset(out[i])
+
+
+def test_a_global_changed_after_the_first_trace_fails_as_numba_freezes_it():
+    """Review r14 (lesson 04): Numba freezes the globals a kernel reads at its first compile; the tracer used to
+    read them afresh, so a kernel reconfigured through a global passed on a CPU and was wrong on a GPU."""
+    global FROZEN_FIELDS, FROZEN_OFFSET
+    p, out = np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros(4, np.float32)
+    try:
+        kernels.trace_kernel(sum_frozen_fields, 1, 4, p, out)
+        FROZEN_FIELDS = (0, 1)  # a new tuple, equal: what a GPU would use anyway
+        kernels.trace_kernel(sum_frozen_fields, 1, 4, p, out)
+        FROZEN_FIELDS = (1, 2)
+        with pytest.raises(kernels.FrozenValueChanged, match=r"sum_frozen_fields reads the global `FROZEN_FIELDS`.*"
+                                                             r"was \(0, 1\) then and is \(1, 2\) now"):
+            kernels.trace_kernel(sum_frozen_fields, 1, 4, p, out)
+        assert issubclass(kernels.FrozenValueChanged, CheckFailed)
+        kernels.trace_kernel(sum_frozen_fields, 1, 4, p.astype(np.float64), out)  # new types: a new compile
+        kernels.trace_kernel(sum_frozen_fields.py_func, 1, 4, p, out)  # a plain Python function: not compiled
+        np.testing.assert_array_equal(out, p[1] + p[2])
+        values = np.ones(3, np.float32)
+        kernels.trace_kernel(calls_frozen_device_function, 1, 4, values)
+        FROZEN_OFFSET = 2.0
+        with pytest.raises(kernels.FrozenValueChanged, match=r"in device function add_frozen_offset\) reads the "
+                                                             r"global `FROZEN_OFFSET`"):
+            kernels.trace_kernel(calls_frozen_device_function, 1, 4, values)
+    finally:
+        FROZEN_FIELDS, FROZEN_OFFSET = (0, 1), 1.0
+
+
+def test_a_global_array_changed_in_place_or_a_closure_reassigned_fails_too():
+    out = np.zeros(4, np.float32)
+    kernels.trace_kernel(read_frozen_table, 1, 4, out)
+    FROZEN_TABLE[0] = 7.0
+    try:
+        with pytest.raises(kernels.FrozenValueChanged, match=r"an array of shape \(4,\) then"):
+            kernels.trace_kernel(read_frozen_table, 1, 4, out)
+    finally:
+        FROZEN_TABLE[0] = 0.0
+    kernels.trace_kernel(read_frozen_table, 1, 4, out)
+
+    def make():
+        scale = np.float32(2.0)
+
+        @cuda.jit
+        def scaled(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = scale
+
+        def rescale(value):
+            nonlocal scale
+            scale = value
+        return scaled, rescale
+
+    scaled, rescale = make()
+    kernels.trace_kernel(scaled, 1, 4, out)
+    rescale(np.float32(3.0))
+    with pytest.raises(kernels.FrozenValueChanged, match=r"reads `scale` from its closure.*was 2\.0 \(float32\) then "
+                                                         r"and is 3\.0 \(float32\) now"):
+        kernels.trace_kernel(scaled, 1, 4, out)
+    rescale(np.float64(2.0))  # another type: numba would have frozen a float32
+    with pytest.raises(kernels.FrozenValueChanged):
+        kernels.trace_kernel(scaled, 1, 4, out)
+    fresh, _ = make()  # a new kernel object: compiled afresh, with its own value
+    kernels.trace_kernel(fresh, 1, 4, out)
+
+
 def test_errors_keep_their_type_and_threads_end():
     before = threading.active_count()
     with pytest.raises(NotImplementedError) as caught:

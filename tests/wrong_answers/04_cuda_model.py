@@ -886,3 +886,65 @@ for _exercise, _name in (("ex1-solution", "r13_offsets_tuple_np_zeros"),
 RIGHT.setdefault("ex2-solution", {})["r13ok_cuda_fma"] = _EX2_HEAD + _SOA + _SOA_KERNEL.replace(
     "total += value * value", "total = cuda.fma(value, value, total)")
 assert "cuda.fma" in RIGHT["ex2-solution"]["r13ok_cuda_fma"]
+
+# Review r14 (major): a kernel defined once at module level (compiled once, "as a library would cache it") that reads
+# a global the learner's function reassigns on every call. Numba freezes a global's value at the kernel's first
+# compile: on a GPU every later call keeps the first fields (Ex2) or the first number of feature blocks (Ex3). The
+# simulator and the tracer read the global afresh, so both passed on a CPU; the tracer now fails a kernel traced
+# again after such a value changed (gpucourse.kernels.frozen).
+WRONG["ex2-solution"]["r14_global_fields_frozen"] = '''\
+import math
+
+FIELDS = (0, 1, 2)
+
+
+@cuda.jit
+def _lengths(p, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = np.float32(0.0)
+        for f in FIELDS:
+            v = p[f, i]
+            total += v * v
+        out[i] = math.sqrt(total)
+
+
+def prepare_lengths(records, fields):
+    global FIELDS
+    FIELDS = tuple(int(f) for f in fields)
+    p = np.ascontiguousarray(records.T, dtype=np.float32)
+    return p, _lengths
+'''
+_EX3_R14_AT_MODULE = '''\
+FB = 1
+
+
+@cuda.jit
+def chunk_sums(dy, partial, db):
+    j = cuda.blockIdx.x % FB * 32 + cuda.threadIdx.x
+    c = cuda.blockIdx.x // FB * 4 + cuda.threadIdx.y
+    if j < dy.shape[1] and c < partial.shape[0]:
+        total = np.float32(0.0)
+        end = 32 * c + 32
+        if end > dy.shape[0]:
+            end = dy.shape[0]
+        for i in range(32 * c, end):
+            total += dy[i, j]
+        partial[c, j] = total
+
+
+'''
+_EX3_R14_BODY = _EX3_R13_MODEL.split("    @cuda.jit\n    def chunk_sums", 1)[0] + "    def combine" + \
+    _EX3_R13_MODEL.split("    def combine", 1)[1]
+WRONG["ex3-solution"]["r14_global_frozen"] = _EX3_R14_AT_MODULE + _EX3_R14_BODY.replace(
+    "    feature_blocks = kernels.blocks_for(features, 32)",
+    "    global FB\n    FB = feature_blocks = kernels.blocks_for(features, 32)")
+assert "global FB" in WRONG["ex3-solution"]["r14_global_frozen"] \
+    and "def chunk_sums" in WRONG["ex3-solution"]["r14_global_frozen"]
+# Review r14 (minor): a right Ex1 kernel whose parameters are named (img, weights, result) scored 0: the test read the
+# output array by the name `out`.
+RIGHT["ex1-solution"]["r14ok_renamed_params"] = _ex1(
+    _EX1_SUM.replace("image[r, c]", "img[r, c]").replace("out[i, j] = total", "result[i, j] = total"),
+    loops=_EX1_LOOPS.replace("out.shape", "result.shape")).replace(
+    "def conv3x3(image, weights, out):", "def conv3x3(img, weights, result):")
+assert "out" not in RIGHT["ex1-solution"]["r14ok_renamed_params"].split("def conv3x3", 1)[1].replace("return", "")

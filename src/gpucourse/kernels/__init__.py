@@ -10,6 +10,8 @@ One module per job (lessons 04_cuda_model and 05_cuda_shared_memory):
   with ``interleave=True``, switching threads at every memory access to expose races); ``trace_kernel_adversarial``
   is the same tracer in a random adversarial order (blocks shuffled, threads switched at every access, races
   flagged, negative indices refused, outputs poisoned), for grading;
+- :mod:`~gpucourse.kernels.frozen`: what Numba freezes into a kernel at its first compile (the globals and
+  closure values it reads); the tracer fails a kernel traced again after one of them changed;
 - :mod:`~gpucourse.kernels.trace`: what a traced launch did (counts, writers, coalescing, budgets);
 - :mod:`~gpucourse.kernels.thread_map`: the picture of who wrote what;
 - :mod:`~gpucourse.kernels.occupancy_calculator`: resident warps per SM;
@@ -29,6 +31,7 @@ from __future__ import annotations
 from gpucourse.kernels import numba_backend, triton_backend
 from gpucourse.kernels.cuda_stack import (StackLayer, _cudnn_version_string, nvidia_wheels, software_stack,
                                           tensorflow_build_info)
+from gpucourse.kernels.frozen import FrozenValueChanged
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, blocks_for, grid_2d
 from gpucourse.kernels.numba_backend import BACKENDS, use_cuda_or_simulator
 from gpucourse.kernels.occupancy_calculator import (REGISTER_ALLOCATION_UNIT, SM_LIMITS, Occupancy, SmLimits,
@@ -47,7 +50,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'gpucourse.kernels' has no attribute {name!r}")
 
 
-__all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "KernelTrace", "MAX_THREADS_PER_BLOCK",
+__all__ = ["BACKEND", "BACKEND_REASON", "BACKENDS", "DataRace", "Dim3", "FrozenValueChanged", "KernelTrace", "MAX_THREADS_PER_BLOCK",
            "MAX_TRACED_THREADS", "Occupancy", "REGISTER_ALLOCATION_UNIT", "Race", "SM_LIMITS", "SmLimits", "StackLayer",
            "ThreadId", "WARP_SIZE", "blocks_for", "grid_2d", "nvidia_wheels", "occupancy", "occupancy_rows",
            "occupancy_table",

@@ -603,7 +603,7 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
     reads a value from its closure or globals that cannot be sent to the compiler (an object, a list, a large array)
     gets one entry that says so and asks for it as an argument: the check fails visibly rather than switch to a
     weaker one. Only where nothing the learner wrote is at fault (a numba without the CUDA target, a failed
-    subprocess) do the checks below decide, silently: :func:`float64_accumulators_by_source`, with Numba's own typing
+    subprocess) do the checks below decide, after one printed line (once per process) that says so: :func:`float64_accumulators_by_source`, with Numba's own typing
     of the sums.
     """
     if args is not None and not isinstance(args, (tuple, list)):
@@ -611,6 +611,11 @@ def float64_accumulators(kernel: Union[Callable, str], args: Union[tuple, None] 
     if args is None or isinstance(kernel, str):
         return float64_accumulators_by_source(kernel, args)
     return float64_accumulators_many([(kernel, tuple(args))])[0]
+
+
+_UNAVAILABLE_NOTED: list = []
+"""The reason, once noted, that Numba's CUDA compiler could not run in this process (cell 5: numba-cuda's API may
+differ from numba's): one printed line, then silence."""
 
 
 def float64_accumulators_many(pairs: list) -> list:
@@ -621,6 +626,12 @@ def float64_accumulators_many(pairs: list) -> list:
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"args: expected a tuple of the kernel's arguments, got {type(args).__name__}")
     reports = compile_for_gpu([(kernel, tuple(args)) for kernel, args in pairs])
+    unavailable = [report.reason for report in reports if report.status == "not checked"
+                   and report.reason.startswith(("numba's CUDA target", "the compiler's subprocess"))]
+    if unavailable and not _UNAVAILABLE_NOTED:  # once per process: the learner sees which check decided
+        _UNAVAILABLE_NOTED.append(unavailable[0])
+        print(f"Note: Numba's CUDA compiler could not run here ({unavailable[0][:120]}), so a weaker check of your "
+              "kernel's source decides instead.")
     return [report.findings() if report.status != "not checked" else float64_accumulators_by_source(kernel, args)
             for report, (kernel, args) in zip(reports, pairs)]
 

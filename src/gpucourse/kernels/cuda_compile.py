@@ -375,9 +375,15 @@ def _compile_one(payload: dict, cuda: Any, compile_cuda: Any) -> dict:
                                         for name in missing)}
         where = _error_line(error)
         text = _line_text(where, files)
+        target = re.match(r"\s*(\w+)\s*\[[^=]*\]\s*(?:[-+*/%&|^]|//|\*\*)?=(?!=)", text)
+        spec = files[where[0]][0] if where is not None and where[0] in files else {}
         if re.search(r"(?<![\w.])(?:min|max)\s*\(", text) and "Signature mismatch" in message:
             reason = (f"numba {numba.__version__} cannot compile the built-in min or max in a kernel (numba issue "
                       "#10753): use an if, e.g. end = a if a < b else b")
+        elif target and spec.get("namespace", {}).get(target.group(1), ("",))[0] == "value" and "setitem" in message:
+            reason = (f"`{target.group(1)}` is an array from outside the kernel (its closure or a global): Numba "
+                      "makes it a read-only constant on a GPU, so a kernel cannot write it. Write into an array "
+                      "passed as an argument")
         else:
             reason = _first_meaningful_line(error)
         return {"status": "refused", "refusal": _describe(where, files) + f": {reason}"}

@@ -15,6 +15,11 @@ argument an error (Numba wraps it round as Python does, on a GPU too, so a missi
 far edge; CUDA C reads the memory before the array), and ``poison`` first fills the named array arguments with what
 uninitialised memory may hold (NaN for floats), so an element the kernel forgets to write shows.
 :func:`trace_kernel_adversarial` turns them all on (lesson 04's graders use it).
+
+Like Numba, which compiles a kernel at its first launch and freezes the globals and closure values it reads, the
+tracer remembers them at a kernel's first trace (per argument types) and raises
+:class:`~gpucourse.kernels.frozen.FrozenValueChanged` when a later trace finds one changed
+(:mod:`~gpucourse.kernels.frozen`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpucourse._validate import non_negative_int, positive_int
+from gpucourse.kernels.frozen import check_frozen
 from gpucourse.kernels.geometry import MAX_THREADS_PER_BLOCK, WARP_SIZE, Dim3, ThreadId, _dim3
 from gpucourse.kernels.trace import DataRace, KernelTrace
 
@@ -508,7 +514,9 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
     block that touch an element between the same two barriers, at least one writing, unless both use atomics, are a
     DataRace too. With ``shuffle_blocks`` the blocks run in an order drawn from ``seed``; with ``refuse_negative`` a
     negative index into an array argument raises IndexError; the array arguments named in ``poison`` are first
-    filled (in place) with NaN (floats) or an extreme integer.
+    filled (in place) with NaN (floats) or an extreme integer. Raises FrozenValueChanged (a CheckFailed) when a
+    global or closure value the kernel reads changed since its first trace with these argument types: Numba
+    freezes them at the first compile, so a GPU would still use the old one.
     Taught in lessons 04_cuda_model and 05_cuda_shared_memory.
     """
     function = _python_function(kernel)
@@ -522,6 +530,7 @@ def trace_kernel(kernel: object, griddim: int | tuple[int, ...], blockdim: int |
     per_block = _launch_size(grid, block, max_threads)
     blocks = grid.x * grid.y * grid.z
     names, arrays = _array_arguments(function, args)
+    check_frozen(kernel, function, args)  # a GPU keeps the globals of the kernel's first launch: fail if they changed
     _poison(arrays, poison, function.__name__)
     trace = KernelTrace(griddim=grid, blockdim=block, arrays=arrays)
     traced = _rebind(function, _TracingCuda(grid, block, trace), {})

@@ -7,63 +7,89 @@ nbgrader pipeline), and more.
 
 from wrong_answers.tampering import with_tampering
 
-_EX1 = '''\
-def combine_gradients(local_grads: list[dict[str, np.ndarray]], shard_sizes: list[int]) -> dict[str, np.ndarray]:
-    """Full-batch gradient from per-shard mean-loss gradients."""
-'''
-_EX2 = '''\
+_RING = '''\
 def ring_allreduce(rank: int, world_size: int, buffer: np.ndarray, send: Callable[[np.ndarray], None],
                    recv: Callable[[], np.ndarray]) -> np.ndarray:
     """One worker's ring all-reduce."""
 '''
-_EX3 = '''\
-def ps_server(server: int, n_workers: int, weights: np.ndarray, lr: float, send: Callable[[str, np.ndarray], None],
-              recv: Callable[[str], np.ndarray]) -> np.ndarray:
-    """Parameter server `server`."""
-'''
-_EX4 = '''\
+_ACC = '''\
 def accumulation_step(ddp, optimizer, micro_batches: list, loss_fn: Callable) -> None:
     """One step of one rank."""
 '''
 
+_DDP = '''\
+class MyDDP:
+    """Data parallelism by hand: a hook per parameter, buckets in reverse order, all-reduces started during backward."""
+
+    def __init__(self, module: torch.nn.Module, bucket_cap_bytes: int = 25 * 2**20) -> None:
+        self.world_size = dist.get_world_size()
+        params = [p for p in module.parameters() if p.requires_grad]  # frozen parameters get no gradient
+        self.buckets, current, size = [], [], 0
+        for p in reversed(params):  # the last layer's gradients are ready first
+            current.append(p)
+            size += p.numel() * p.element_size()
+            if size >= bucket_cap_bytes:  # close the bucket once it reaches the cap
+                self.buckets.append(current)
+                current, size = [], 0
+        if current:
+            self.buckets.append(current)
+        self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.missing = [len(bucket) for bucket in self.buckets]  # gradients each bucket still waits for
+        self.pending = []                                        # (bucket, flat tensor, handle) in flight
+        self.hooks = [p.register_post_accumulate_grad_hook(self._ready) for p in params]
+
+    def _ready(self, p: torch.Tensor) -> None:
+        """Called by backward() once p.grad is complete."""
+        i = self.bucket_of[p]
+        self.missing[i] -= 1
+        if self.missing[i] == 0:  # the bucket's last gradient: start its all-reduce now, do not wait
+            flat = torch.cat([q.grad.reshape(-1) for q in self.buckets[i]]) / self.world_size
+            self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))
+
+    def finish(self) -> None:
+        """After backward(): wait for every all-reduce and write the averaged gradients back."""
+        for i, flat, handle in self.pending:
+            handle.wait()
+            offset = 0
+            for q in self.buckets[i]:
+                q.grad.copy_(flat[offset:offset + q.numel()].view_as(q.grad))
+                offset += q.numel()
+        self.pending = []
+        self.missing = [len(bucket) for bucket in self.buckets]
+
+    def remove(self) -> None:
+        """Take every hook off the parameters."""
+        for hook in self.hooks:
+            hook.remove()
+        self.hooks = []
+'''
+
+
+def _ddp(*swaps: tuple[str, str]) -> str:
+    """The model answer with each (old, new) swapped in: old must occur in it."""
+    text = _DDP
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+_LAUNCH = """            flat = torch.cat([q.grad.reshape(-1) for q in self.buckets[i]]) / self.world_size
+            self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))"""
+_WAIT = """        for i, flat, handle in self.pending:
+            handle.wait()"""
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # The visible test's first expected value, whatever the input.
-        "constant": _EX1 + '''\
-    return {"w": np.array([2.0, 0.0]), "b": np.array([1.0])}
-''',
-        # The course's SGD step with lr = -1 on zero weights: the plain (unweighted) mean of the gradients.
-        "helper": _EX1 + '''\
-    return {name: parallel.sgd_step(np.zeros_like(np.asarray(local_grads[0][name], dtype=np.float64)),
-                                    [g[name] for g in local_grads], lr=1.0) * -1.0 for name in local_grads[0]}
-''',
-        # Weighted only for the two visible shard layouts; a plain average otherwise.
-        "visible_only": _EX1 + '''\
-    if list(shard_sizes) in ([8, 8], [3, 1, 4]):
-        total = sum(shard_sizes)
-        return {name: sum(np.asarray(g[name], dtype=np.float64) * (s / total) for g, s in zip(local_grads, shard_sizes))
-                for name in local_grads[0]}
-    return {name: np.mean([g[name] for g in local_grads], axis=0) for name in local_grads[0]}
-''',
-        # Sums the workers' gradients instead of averaging them (N times too large with equal shards).
-        "typical": _EX1 + '''\
-    return {name: sum(np.asarray(grads[name], dtype=np.float64) for grads in local_grads) for name in local_grads[0]}
-''',
-        # The plain average: right for equal shards only.
-        "plain_average": _EX1 + '''\
-    return {name: np.mean([np.asarray(g[name], dtype=np.float64) for g in local_grads], axis=0) for name in local_grads[0]}
-''',
-    },
-    "ex2-solution": {
         # The visible test's sum, whatever the buffers.
-        "constant": _EX2 + '''\
+        "constant": _RING + '''\
     for _ in range(2 * (world_size - 1)):
         send(buffer[:2].copy())
         recv()
     return np.arange(8, dtype=buffer.dtype) * 10
 ''',
         # The course's own ring schedule (ring_trace) drives the sends: off-limits.
-        "helper": _EX2 + '''\
+        "helper": _RING + '''\
     n = world_size
     chunks = [c.copy() for c in np.array_split(buffer, n)]
     for entry in parallel.ring_trace(n)[1:]:
@@ -77,7 +103,7 @@ WRONG: dict[str, dict[str, str]] = {
     return np.concatenate(chunks)
 ''',
         # A real ring for the visible 4 workers of length 8; whole buffers passed round the ring otherwise.
-        "visible_only": _EX2 + '''\
+        "visible_only": _RING + '''\
     n = world_size
     if n == 4 and len(buffer) == 8:
         chunks = [c.copy() for c in np.array_split(buffer, n)]
@@ -96,7 +122,7 @@ WRONG: dict[str, dict[str, str]] = {
     return total
 ''',
         # Chunks of length // N: right when N divides the length; the remainder is never reduced or sent.
-        "typical": _EX2 + '''\
+        "typical": _RING + '''\
     n = world_size
     work = buffer.copy()
     step_len = len(work) // n
@@ -109,8 +135,20 @@ WRONG: dict[str, dict[str, str]] = {
         work[chunk[(rank - step) % n]] = recv()
     return work
 ''',
+        # The world size hard-coded to 2: right on a ring of two, wrong on three or four.
+        "world_size_2": _RING + '''\
+    n = 2
+    chunks = [chunk.copy() for chunk in np.array_split(buffer, n)]
+    for step in range(n - 1):
+        send(chunks[(rank - step) % n])
+        chunks[(rank - step - 1) % n] += recv()
+    for step in range(n - 1):
+        send(chunks[(rank + 1 - step) % n])
+        chunks[(rank - step) % n] = recv()
+    return np.concatenate(chunks)
+''',
         # Right sums, wrong traffic: every worker forwards whole buffers round the ring (N - 1 sends of the full size).
-        "whole_buffers": _EX2 + '''\
+        "whole_buffers": _RING + '''\
     total, passing = buffer.copy(), buffer.copy()
     for _ in range(world_size - 1):
         send(passing)
@@ -119,7 +157,7 @@ WRONG: dict[str, dict[str, str]] = {
     return total
 ''',
         # Works in float64: right sums, but every message is twice as large for float32 buffers.
-        "float64": _EX2 + '''\
+        "float64": _RING + '''\
     n = world_size
     chunks = [c.astype(np.float64) for c in np.array_split(buffer, n)]
     for step in range(n - 1):
@@ -131,55 +169,54 @@ WRONG: dict[str, dict[str, str]] = {
     return np.concatenate(chunks).astype(buffer.dtype)
 ''',
     },
-    "ex3-solution": {
-        # Sends its weights back unchanged, without listening to the workers.
-        "constant": _EX3 + '''\
-    for k in range(n_workers):
-        send(f"worker{k}", weights)
-    return weights
-''',
-        # The course's own SGD step: off-limits.
-        "helper": _EX3 + '''\
-    new_weights = parallel.sgd_step(weights, [recv(f"worker{k}") for k in range(n_workers)], lr)
-    for k in range(n_workers):
-        send(f"worker{k}", new_weights)
-    return new_weights
-''',
-        # Listens to the visible test's 4 workers only.
-        "visible_only": _EX3 + '''\
-    gradients = [recv(f"worker{k}") for k in range(4)]
-    new_weights = weights - lr * np.mean(gradients, axis=0)
-    for k in range(4):
-        send(f"worker{k}", new_weights)
-    return new_weights
-''',
-        # Sums the gradient slices instead of averaging them.
-        "typical": _EX3 + '''\
-    gradients = [recv(f"worker{k}") for k in range(n_workers)]
-    new_weights = weights - lr * np.sum(gradients, axis=0)
-    for k in range(n_workers):
-        send(f"worker{k}", new_weights)
-    return new_weights
-''',
-        # Sends the averaged gradient back instead of the updated weights.
-        "sends_gradient": _EX3 + '''\
-    average = np.mean([recv(f"worker{k}") for k in range(n_workers)], axis=0)
-    for k in range(n_workers):
-        send(f"worker{k}", average)
-    return weights - lr * average
-''',
+    "ex2-solution": {
+        # No communication at all: every rank follows its own shard.
+        "constant": _ddp(("self.hooks = [p.register_post_accumulate_grad_hook(self._ready) for p in params]",
+                          "self.hooks = []"), ("for i, flat, handle in self.pending:", "for i, flat, handle in []:")),
+        # The course's own bucketing (ddp_sim._buckets, the simulator's): off-limits.
+        "helper": _ddp(("        self.buckets, current, size = [], [], 0\n",
+                        "        self.buckets, current, size = parallel.ddp_sim._buckets(params, bucket_cap_bytes), [], 0\n"),
+                       ("        for p in reversed(params):", "        for p in []:")),
+        # The world size hard-coded to 2: right on the visible 2 ranks, a third or a half too small on 3 or 4.
+        "visible_only": _ddp(("self.world_size = dist.get_world_size()", "self.world_size = 2")),
+        # The all-reduces start after backward() returns: every bucket launched in finish(), nothing overlaps.
+        "typical": _ddp((_LAUNCH, "            pass"),
+                        (_WAIT, """        for i in range(len(self.buckets)):
+            flat = torch.cat([q.grad.reshape(-1) for q in self.buckets[i]]) / self.world_size
+            dist.all_reduce(flat)""")),
+        # Sums instead of averaging: N times too large a step.
+        "sum_not_mean": _ddp(("for q in self.buckets[i]]) / self.world_size", "for q in self.buckets[i]])")),
+        # One bucket per parameter whatever the cap.
+        "per_parameter": _ddp(("            if size >= bucket_cap_bytes:", "            if True:")),
+        # Buckets filled in forward order.
+        "forward_order": _ddp(("for p in reversed(params):", "for p in params:")),
+        # Waits inside the hook: every all-reduce blocks backward.
+        "wait_in_hook": _ddp(("self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))",
+                              "handle = dist.all_reduce(flat, async_op=True)\n            handle.wait()\n"
+                              "            self.pending.append((i, flat, handle))")),
+        # A blocking all-reduce inside the hook.
+        "blocking": _ddp(("self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))",
+                          "dist.all_reduce(flat)\n            self.pending.append((i, flat, None))"),
+                         ("            handle.wait()\n", "")),
+        # Every bucket launched at once, in the hook of the very last gradient: issued in backward, nothing overlaps.
+        "all_at_the_end": _ddp(("        if self.missing[i] == 0:", "        if sum(self.missing) == 0:"),
+                               (_LAUNCH, """            for i in range(len(self.buckets)):
+                flat = torch.cat([q.grad.reshape(-1) for q in self.buckets[i]]) / self.world_size
+                self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))""")),
+        # The hooks are never removed.
+        "hooks_kept": _ddp(("        for hook in self.hooks:\n            hook.remove()\n", "")),
     },
-    "ex4-solution": {
+    "ex3-solution": {
         # Steps on whatever gradients are there: none, so the weights never move (and nothing is all-reduced).
-        "constant": _EX4 + '''\
+        "constant": _ACC + '''\
     optimizer.step()
 ''',
         # The course's own accumulation step: off-limits.
-        "helper": _EX4 + '''\
+        "helper": _ACC + '''\
     parallel.accumulation_step(ddp, optimizer, micro_batches, loss_fn)
 ''',
         # Right for the visible test's 2 micro-batches only: divides the loss by 2 whatever k is.
-        "visible_only": _EX4 + '''\
+        "visible_only": _ACC + '''\
     optimizer.zero_grad()
     for index, (x, y) in enumerate(micro_batches):
         with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
@@ -187,14 +224,14 @@ WRONG: dict[str, dict[str, str]] = {
     optimizer.step()
 ''',
         # No no_sync: the right weights, but one all-reduce per micro-batch (k times the bytes in every step).
-        "typical": _EX4 + '''\
+        "typical": _ACC + '''\
     optimizer.zero_grad()
     for x, y in micro_batches:
         (loss_fn(ddp(x), y) / len(micro_batches)).backward()
     optimizer.step()
 ''',
         # One all-reduce, but the sum of the micro-batches' mean losses: k times too large a step.
-        "no_scale": _EX4 + '''\
+        "no_scale": _ACC + '''\
     optimizer.zero_grad()
     for index, (x, y) in enumerate(micro_batches):
         with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
@@ -202,7 +239,7 @@ WRONG: dict[str, dict[str, str]] = {
     optimizer.step()
 ''',
         # Everything inside no_sync: no all-reduce at all, every replica follows its own shard.
-        "never_sync": _EX4 + '''\
+        "never_sync": _ACC + '''\
     optimizer.zero_grad()
     with ddp.no_sync():
         for x, y in micro_batches:
@@ -210,7 +247,7 @@ WRONG: dict[str, dict[str, str]] = {
     optimizer.step()
 ''',
         # Forward outside no_sync, backward inside: DDP decided at the forward pass, so every backward all-reduces.
-        "backward_only_in_no_sync": _EX4 + '''\
+        "backward_only_in_no_sync": _ACC + '''\
     optimizer.zero_grad()
     for index, (x, y) in enumerate(micro_batches):
         loss = loss_fn(ddp(x), y) / len(micro_batches)
@@ -219,7 +256,7 @@ WRONG: dict[str, dict[str, str]] = {
     optimizer.step()
 ''',
         # Steps the optimizer after every micro-batch: k - 1 steps on unsynchronised gradients, replicas drift apart.
-        "step_per_micro_batch": _EX4 + '''\
+        "step_per_micro_batch": _ACC + '''\
     optimizer.zero_grad()
     for index, (x, y) in enumerate(micro_batches):
         with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
@@ -227,7 +264,7 @@ WRONG: dict[str, dict[str, str]] = {
         optimizer.step()
 ''',
         # Forgets zero_grad: the second step adds the first step's gradients again.
-        "no_zero_grad": _EX4 + '''\
+        "no_zero_grad": _ACC + '''\
     for index, (x, y) in enumerate(micro_batches):
         with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
             (loss_fn(ddp(x), y) / len(micro_batches)).backward()

@@ -194,6 +194,19 @@ def _torch_threads(rank: int, world_size: int) -> int:
     return torch.get_num_threads()
 
 
+def test_a_forked_worker_starts_with_torch_optim_and_dynamo_imported_and_the_servers_objects_frozen(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_WORKER_START", "forkserver")
+    assert launch(_what_the_server_preloaded, 2) == [(True, True, True)] * 2
+
+
+def _what_the_server_preloaded(rank: int, world_size: int) -> tuple[bool, bool, bool]:
+    """Whether this worker inherited torch._dynamo (a second per fresh process otherwise) and frozen objects."""
+    import gc
+    import sys
+
+    return "torch._dynamo" in sys.modules, "gpucourse.parallel.sharding" in sys.modules, gc.get_freeze_count() > 1000
+
+
 def test_a_bad_start_method_is_named(monkeypatch):
     monkeypatch.setenv("GPUCOURSE_WORKER_START", "fork")
     with pytest.raises(ValueError, match="GPUCOURSE_WORKER_START"):

@@ -172,13 +172,12 @@ def start_method() -> str:
 
 
 def _forkserver():
-    """multiprocessing's forkserver context, its server preloading torch (if installed) and this module."""
-    import importlib.util
+    """multiprocessing's forkserver context, its server preloading torch (if installed) and the course's parallel
+    package (:mod:`gpucourse.parallel.server_preload`)."""
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
-    preload = ["gpucourse.parallel.workers"] + (["torch"] if importlib.util.find_spec("torch") else [])
-    context.set_forkserver_preload(preload)  # applies when the server starts (once per notebook process)
+    context.set_forkserver_preload(["gpucourse.parallel.server_preload"])  # once per notebook process
     return context
 
 

@@ -8,7 +8,7 @@ notebook is executed twice for the same purpose:
   the model answer, then the test cell, which must fail (an error, or output on stderr: nbgrader scores either 0),
   by a check rather than a crash; then the model answer is put back;
 - the test cell again, four times: with nbval's own run it must pass five times in a row, silent on stderr;
-- at the notebook's end: the branch coverage of every model answer (coverage.py in the kernel and in the worker
+- at the notebook's end: the branch coverage of every model answer (except a ``%%writefile`` script) (coverage.py in the kernel and in the worker
   processes it starts; each model-answer cell is compiled under a file name of its own), which must be 100%.
 
 Every cell must also leave stderr empty. A kernel that dies is reported in seconds, naming the notebook and the
@@ -195,7 +195,11 @@ disable_warnings = no-data-collected, module-not-measured
                 "del _gpucourse_cell_names")
 
     def register(self, grade_id: str, code: str) -> str:
-        """Code that makes the kernel compile ``code`` under a file of its own named for ``grade_id``."""
+        """Code that makes the kernel compile ``code`` under a file of its own named for ``grade_id``; nothing for a
+        ``%%writefile`` answer (a script that torchrun runs in fresh processes: its GPU branch cannot run on a CPU, so
+        it is not measured; its hidden tests run it on two nodes)."""
+        if code.startswith("%%writefile "):
+            return "pass"
         path = self.folder / "cells" / f"{grade_id}.py"
         path.write_text(code, encoding="utf-8")
         self.cells[grade_id] = path

@@ -7,6 +7,7 @@ from pathlib import Path
 import tomllib
 
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -147,7 +148,7 @@ def test_every_exercise_has_a_wrong_answer(lesson: str) -> None:
     for grade_id, text in wrong.items():
         original = next(source(c) for c in solution["cells"] if nbgrader(c).get("grade_id") == grade_id)
         assert "### BEGIN SOLUTION" not in text and text.strip() != SOLUTION_REGION.sub("", original).strip()
-        compile(text, grade_id, "exec")
+        compile(TransformerManager().transform_cell(text), grade_id, "exec")  # as IPython runs it (%%writefile too)
 
 
 # --------------------------------------------------------------------------- dependency lists

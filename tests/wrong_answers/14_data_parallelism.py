@@ -5,6 +5,9 @@ Kinds: "constant" (a fixed plausible value), "helper" (the course's own helper; 
 nbgrader pipeline), and more.
 """
 
+import re
+
+from notebook_utils import cell_by_grade_id, load, solution_path, source
 from wrong_answers.tampering import with_tampering
 
 _RING = '''\
@@ -12,10 +15,20 @@ def ring_allreduce(rank: int, world_size: int, buffer: np.ndarray, send: Callabl
                    recv: Callable[[], np.ndarray]) -> np.ndarray:
     """One worker's ring all-reduce."""
 '''
-_ACC = '''\
-def accumulation_step(ddp, optimizer, micro_batches: list, loss_fn: Callable) -> None:
-    """One step of one rank."""
-'''
+# The model answer's script (ex3-solution, a %%writefile cell), read from the solution notebook: one source of truth.
+_SCRIPT = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", source(cell_by_grade_id(load(solution_path("14_data_parallelism")),
+                                                                           "ex3-solution")))
+
+
+def _script(*swaps: tuple[str, str]) -> str:
+    """Lesson 14's model script with each (old, new) swap made; every old text must be in it."""
+    text = _SCRIPT
+    for old, new in swaps:
+        if old not in text:
+            raise ValueError(f"not in the model script: {old!r}")
+        text = text.replace(old, new, 1)
+    return text
+
 
 _DDP = '''\
 class MyDDP:
@@ -207,69 +220,47 @@ WRONG: dict[str, dict[str, str]] = {
         "hooks_kept": _ddp(("        for hook in self.hooks:\n            hook.remove()\n", "")),
     },
     "ex3-solution": {
-        # Steps on whatever gradients are there: none, so the weights never move (and nothing is all-reduced).
-        "constant": _ACC + '''\
-    optimizer.step()
-''',
-        # The course's own accumulation step: off-limits.
-        "helper": _ACC + '''\
-    parallel.accumulation_step(ddp, optimizer, micro_batches, loss_fn)
-''',
-        # Right for the visible test's 2 micro-batches only: divides the loss by 2 whatever k is.
-        "visible_only": _ACC + '''\
-    optimizer.zero_grad()
-    for index, (x, y) in enumerate(micro_batches):
-        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
-            (loss_fn(ddp(x), y) / 2).backward()
-    optimizer.step()
-''',
-        # No no_sync: the right weights, but one all-reduce per micro-batch (k times the bytes in every step).
-        "typical": _ACC + '''\
-    optimizer.zero_grad()
-    for x, y in micro_batches:
-        (loss_fn(ddp(x), y) / len(micro_batches)).backward()
-    optimizer.step()
-''',
-        # One all-reduce, but the sum of the micro-batches' mean losses: k times too large a step.
-        "no_scale": _ACC + '''\
-    optimizer.zero_grad()
-    for index, (x, y) in enumerate(micro_batches):
-        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
-            loss_fn(ddp(x), y).backward()
-    optimizer.step()
-''',
-        # Everything inside no_sync: no all-reduce at all, every replica follows its own shard.
-        "never_sync": _ACC + '''\
-    optimizer.zero_grad()
-    with ddp.no_sync():
-        for x, y in micro_batches:
-            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
-    optimizer.step()
-''',
-        # Forward outside no_sync, backward inside: DDP decided at the forward pass, so every backward all-reduces.
-        "backward_only_in_no_sync": _ACC + '''\
-    optimizer.zero_grad()
-    for index, (x, y) in enumerate(micro_batches):
-        loss = loss_fn(ddp(x), y) / len(micro_batches)
-        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
-            loss.backward()
-    optimizer.step()
-''',
-        # Steps the optimizer after every micro-batch: k - 1 steps on unsynchronised gradients, replicas drift apart.
-        "step_per_micro_batch": _ACC + '''\
-    optimizer.zero_grad()
-    for index, (x, y) in enumerate(micro_batches):
-        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
-            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
-        optimizer.step()
-''',
-        # Forgets zero_grad: the second step adds the first step's gradients again.
-        "no_zero_grad": _ACC + '''\
-    for index, (x, y) in enumerate(micro_batches):
-        with contextlib.nullcontext() if index == len(micro_batches) - 1 else ddp.no_sync():
-            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
-    optimizer.step()
-''',
+        # No process group: every process trains alone on every example and saves (the job "runs", nothing is shared).
+        "constant": _script(("    dist.init_process_group(\"nccl\" if nccl else \"gloo\")", "    pass"),
+                            ("model = DistributedDataParallel(bn_mlp(data[\"x\"].shape[1]).to(device), "
+                             "device_ids=[local_rank] if nccl else None)", "model = torch.nn.Module()\n"
+                             "    model.module = bn_mlp(data[\"x\"].shape[1])"),
+                            ("    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)\n", ""),
+                            ("    for x, y in loader:\n        optimizer.zero_grad()\n", "    for x, y in []:\n"),
+                            ("        torch.nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()\n"
+                             "        optimizer.step()\n", "        pass\n"),
+                            ("sampler=DistributedSampler(dataset, shuffle=False)", "shuffle=False"),
+                            ("    if dist.get_rank() == 0:", "    if True:"),
+                            ("    dist.barrier()  ", "    # barrier  "),
+                            ("    dist.destroy_process_group()\n", "")),
+        # The course's reference, called from the script with the visible case's seed: off-limits in torchrun's ranks.
+        "helper": _script(("    for x, y in loader:", "    from gpucourse.parallel import ScriptCase\n"
+                           "    from gpucourse.parallel.torchrun_launch import script_reference\n"
+                           "    case = ScriptCase(samples=len(dataset), features=data[\"x\"].shape[1], "
+                           "batch_per_rank=args.batch_per_rank, lr=args.lr, seed=7)\n"
+                           "    with torch.no_grad():\n"
+                           "        for name, value in script_reference(case, dist.get_world_size()).items():\n"
+                           "            model.module.get_parameter(name).copy_(torch.from_numpy(value))\n"
+                           "    for x, y in []:")),
+        # The node's LOCAL rank and size given to the sampler: right on one node, the second node repeats the first.
+        "visible_only": _script(("DistributedSampler(dataset, shuffle=False)",
+                                 "DistributedSampler(dataset, num_replicas=int(os.environ[\"LOCAL_WORLD_SIZE\"]), "
+                                 "rank=local_rank, shuffle=False)")),
+        # No sampler: every rank trains on the same first batches, so DDP averages identical gradients.
+        "typical": _script(("sampler=DistributedSampler(dataset, shuffle=False)", "shuffle=False")),
+        # The sampler's default shuffles (a different order of examples from DDP's on the agreed shards).
+        "sampler_shuffles": _script(("DistributedSampler(dataset, shuffle=False)", "DistributedSampler(dataset)")),
+        # No DDP wrapper: each rank steps on its own shard's gradients, never averaged.
+        "no_ddp": _script(("model = DistributedDataParallel(bn_mlp(data[\"x\"].shape[1]).to(device), "
+                           "device_ids=[local_rank] if nccl else None)",
+                           "model = torch.nn.Module()\n    model.module = bn_mlp(data[\"x\"].shape[1]).to(device)\n"
+                           "    model.forward = model.module.forward")),
+        # A world of 2 written in: rank 2 of a 4-rank job is refused by the sampler.
+        "world_size_2": _script(("DistributedSampler(dataset, shuffle=False)",
+                                 "DistributedSampler(dataset, num_replicas=2, rank=dist.get_rank(), shuffle=False)")),
+        # The sum of the squared errors, not their mean: steps batch_per_rank times too large.
+        "sum_loss": _script(("mse_loss(model(x.to(device)), y.to(device))",
+                             "mse_loss(model(x.to(device)), y.to(device), reduction=\"sum\")")),
     },
 }
 

@@ -9,6 +9,7 @@ One module per job (lessons 14_data_parallelism, 15_sharding and 16_model_parall
 - :mod:`~gpucourse.parallel.ddp_timeline`: real collectives counted, all-reduce bandwidth, DDP's bucket timeline;
 - :mod:`~gpucourse.parallel.ddp_grading`: a learner's accumulation step run in real DDP workers, for grading;
 - :mod:`~gpucourse.parallel.own_ddp`: a learner's own DDP (hooks, buckets) run in real process groups, observed;
+- :mod:`~gpucourse.parallel.torchrun_launch`: a learner's training script run by torchrun on one or more nodes;
 - :mod:`~gpucourse.parallel.ddp_sim`: DDP's gradient synchronisation (buckets, ``no_sync``) simulated in threads;
 - :mod:`~gpucourse.parallel.keras_devices`: TensorFlow's logical devices for ``MirroredStrategy``;
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
@@ -53,6 +54,8 @@ from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTen
                                             Transfer, simulated_devices, split_sequential)
 from gpucourse.parallel.tensor_parallel import (check_tensor_parallel_mlp, make_mlp, run_tp_demo, shard_mlp,
                                                 tp_demo_rows, tp_demo_worker, tp_forward)
+from gpucourse.parallel.torchrun_launch import (ScriptCase, ScriptRun, block_what_the_launcher_blocked, bn_mlp,
+                                               run_script, script_reference)
 from gpucourse.parallel.workers import (_BOOT, _TIMEOUT_ENV, BACKENDS, DEFAULT_TIMEOUT_S, LOOPBACK, MAX_WORKERS,
                                         WorkerError, WorkerTimeout, _child_main, collective_worker, core_shares,
                                         describe_worker, failing_worker, free_port, hanging_worker, launch,
@@ -82,5 +85,8 @@ __all__ = [
     "run_zero_step", "fsdp_worker", "run_fsdp",
     "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
     "step_time_s", "divisors", "valid_plans", "best_plan", "check_plan_choice",
+    "ScriptCase", "ScriptRun", "bn_mlp", "run_script", "script_reference",
     "make_mlp", "shard_mlp", "tp_forward", "check_tensor_parallel_mlp", "tp_demo_worker", "run_tp_demo", "tp_demo_rows",
 ]
+
+block_what_the_launcher_blocked()  # in a process torchrun started for a grading cell: its off-limits helpers too

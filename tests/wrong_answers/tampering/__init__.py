@@ -18,7 +18,9 @@ make its test cell fail (gpucourse.referee names what was replaced) and leave th
   comparisons.
 
 The in-function kinds go into the first top-level function of the ``constant`` answer that has no decorator (the one
-the test cell calls); an exercise whose ``constant`` answer has none gets the other kinds only.
+the test cell calls); an exercise whose ``constant`` answer has none gets the other kinds only, and so does one whose
+answer is a ``%%writefile`` script (run by other processes): its kinds write the script with IPython's
+``run_cell_magic`` after the tampering lines.
 """
 
 from __future__ import annotations
@@ -108,18 +110,29 @@ def _into_function(source: str, code: str) -> str | None:
     return "".join(lines[:start - 1]) + injected + "".join(lines[start - 1:])
 
 
+def _written_file(source: str) -> tuple[str, str] | None:
+    """(file name, contents) of a ``%%writefile NAME`` cell; None for a Python cell."""
+    first, _, body = source.partition("\n")
+    if not first.startswith("%%writefile "):
+        return None
+    return first.split(maxsplit=1)[1], body
+
+
 def tampering(constant: str, reference: str | None = None) -> dict[str, str]:
     """The tampering kinds built on a ``constant`` wrong answer; ``reference`` replaces the generic search of the
     notebook's globals with one call (e.g. "reference_orders(p, m, bounded=True)")."""
     if not isinstance(constant, str) or "def " not in constant:
         raise ValueError("constant must be the source of a wrong solution cell that defines the answer")
+    script = _written_file(constant)
+    if script is not None:  # a %%writefile cell: the file is the answer, run in other processes (torchrun)
+        constant = f"get_ipython().run_cell_magic('writefile', {script[0]!r}, {script[1]!r})\n"
     kinds = {"tamper_check": _CHECK + constant, "tamper_compare": _COMPARE + constant, "tamper_names": _NAMES + constant,
              "tamper_hooks": _HOOKS + constant, "tamper_transformer": _TRANSFORMER + constant}
     search = _REFERENCE if reference is None else (
         f"_reference = globals().get({reference.partition('(')[0]!r})\n"
         f"if callable(_reference):\n    return _reference({reference.partition('(')[2]}\n")
     for kind, code in (("tamper_reference", search), ("tamper_during_test", _DURING)):
-        built = _into_function(constant, code)
+        built = None if script is not None else _into_function(constant, code)
         if built is not None:
             kinds[kind] = built
     for kind, source in kinds.items():

@@ -1,0 +1,244 @@
+"""A training script launched by ``torchrun`` (lesson 14's Exercise 3): run it on one or several simulated nodes of
+this machine, and compute the weights it must end with.
+
+``torchrun`` starts one process per rank and hands each its place in the job through environment variables (RANK,
+LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). :func:`run_script` runs a learner's script
+exactly that way, with ``python -m torch.distributed.run`` (what the ``torchrun`` command runs): one node with
+``--standalone``, or several nodes, one ``torchrun`` each, meeting at a c10d rendezvous on this machine, so that a
+script that confuses LOCAL_RANK with RANK, or hard-codes the world size, shows it. :func:`script_reference` computes,
+in this process, the weights of DDP on the same shards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpucourse._validate import positive_int, positive_number
+from gpucourse.parallel.workers import LOOPBACK, free_port
+
+SCRIPT_HIDDEN = 16  # hidden width of the script's network (bn_mlp)
+OFF_LIMITS_ENV = "GPUCOURSE_OFF_LIMITS"
+"""How :func:`run_script` tells the processes torchrun starts which course helpers the grading cell made off-limits
+(:func:`gpucourse.checks.off_limits`): they are blocked there as soon as the script imports ``gpucourse.parallel``."""
+
+
+def block_what_the_launcher_blocked() -> None:
+    """In a process started by :func:`run_script`: block the helpers that were off-limits where it was called."""
+    text = os.environ.get(OFF_LIMITS_ENV)
+    if text:
+        from gpucourse.checks import block_in_worker
+
+        block_in_worker([(tuple(helpers), exercise) for helpers, exercise in json.loads(text)], ())
+
+
+def bn_mlp(features: int, hidden: int = SCRIPT_HIDDEN, seed: int = 0):
+    """Linear -> BatchNorm1d -> ReLU -> Linear(hidden, 1), its weights drawn from ``seed``: the script's network.
+
+    BatchNorm normalises over the batch a rank sees, so the weights after DDP depend on which examples each rank
+    got: a script whose ranks all train on the same examples ends elsewhere."""
+    import torch
+
+    features, hidden = positive_int("features", features), positive_int("hidden", hidden)
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.BatchNorm1d(hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, 1))
+
+
+@dataclass(frozen=True)
+class ScriptCase:
+    """One training job for the script: a dataset of ``samples`` rows, the per-rank batch, the learning rate."""
+
+    samples: int = 48
+    features: int = 6
+    batch_per_rank: int = 4
+    lr: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        positive_int("samples", self.samples)
+        positive_int("features", self.features)
+        positive_int("batch_per_rank", self.batch_per_rank)
+        positive_number("lr", self.lr)
+
+    def data(self) -> dict:
+        """The dataset the script loads with ``torch.load``: {'x': samples x features, 'y': samples x 1}."""
+        import torch
+
+        generator = torch.Generator().manual_seed(1000 + self.seed)
+        x = torch.randn(self.samples, self.features, generator=generator)
+        y = torch.randn(self.samples, 1, generator=generator)
+        return {"x": x, "y": y}
+
+    def label(self, world_size: int) -> str:
+        """The case in words."""
+        return (f"{self.samples} examples of {self.features} features, {self.batch_per_rank} per rank per step on "
+                f"{world_size} ranks, lr {self.lr:g}")
+
+
+@dataclass
+class ScriptRun:
+    """What one launch did: each node's exit code, output and the saved weights."""
+
+    case: ScriptCase
+    nodes: int
+    procs_per_node: int
+    codes: list[int]
+    outputs: list[str]
+    weights: dict | None  # rank 0's state_dict as numpy arrays, the 'module.' prefix dropped; None if not written
+    seconds: float
+    commands: list[list[str]]  # each node's torchrun command line
+    timed_out: bool = False
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the job."""
+        return self.nodes * self.procs_per_node
+
+    @property
+    def layout(self) -> str:
+        """The job's shape in words."""
+        return f"{self.nodes} node(s) x {self.procs_per_node} process(es)"
+
+    def failure(self) -> str:
+        """'' if every node exited cleanly, else how it ended and the first error a rank raised."""
+        if self.timed_out:
+            return f"still running after the time limit (a rank waiting for the others?); {self.first_error()}"
+        for node, code in enumerate(self.codes):
+            if code != 0:
+                return f"node {node}'s torchrun exited with code {code}; {self.first_error()}"
+        return ""
+
+    def first_error(self) -> str:
+        """The first exception a rank raised, with the line of the script it came from (torchrun's own summary of
+        the failure, ChildFailedError, is left out)."""
+        for text in self.outputs:
+            lines = text.splitlines()
+            for index, line in enumerate(lines):
+                if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
+                    where = next((lines[i].strip() for i in range(index - 1, -1, -1)
+                                  if lines[i].lstrip().startswith("File ")), "")
+                    return f"first error: {line.strip()}" + (f" (at {where})" if where else "")
+        return "no error message in its output"
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+
+
+def _torchrun_command(script: Path, nodes: int, procs: int, node: int, endpoint: str, run_id: str,
+                      arguments: list[str]) -> list[str]:
+    """``python -m torch.distributed.run`` (the torchrun command) for one node of the job."""
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={procs}"]
+    if nodes == 1:
+        command.append("--standalone")
+    else:
+        command += [f"--nnodes={nodes}", f"--node_rank={node}", "--rdzv_backend=c10d",
+                    f"--rdzv_endpoint={endpoint}", f"--rdzv_id={run_id}"]
+    return command + [str(script)] + arguments
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Kill a torchrun and every process it started (its own session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, procs_per_node: int = 2,
+               timeout_s: float = 90.0) -> ScriptRun:
+    """Run ``script`` as ``torchrun`` would on ``nodes`` nodes of ``procs_per_node`` processes (all on this machine),
+    with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did."""
+    import numpy as np
+    import torch
+
+    path = Path(script)
+    if not path.is_file():
+        raise FileNotFoundError(f"script {str(path)!r} not found: run the cell that writes it (%%writefile) first")
+    if not isinstance(case, ScriptCase):
+        raise TypeError(f"case must be a ScriptCase, got {type(case).__name__}")
+    nodes, procs = positive_int("nodes", nodes), positive_int("procs_per_node", procs_per_node)
+    timeout_s = positive_number("timeout_s", timeout_s)
+    with tempfile.TemporaryDirectory(prefix="torchrun-") as folder:
+        data, out = Path(folder) / "data.pt", Path(folder) / "weights.pt"
+        torch.save(case.data(), data)
+        arguments = ["--data", str(data), "--out", str(out), "--batch-per-rank", str(case.batch_per_rank),
+                     "--lr", repr(case.lr)]
+        endpoint, run_id = f"{LOOPBACK}:{free_port()}", uuid.uuid4().hex[:12]
+        package_root = str(Path(__file__).resolve().parents[2])  # the gpucourse this notebook imported, first
+        python_path = os.pathsep.join([package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+        from gpucourse.checks import active_off_limits
+
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path,
+               OFF_LIMITS_ENV: json.dumps(active_off_limits())}
+        logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
+        commands = [_torchrun_command(path.resolve(), nodes, procs, node, endpoint, run_id, arguments)
+                    for node in range(nodes)]
+        start, processes = time.monotonic(), []
+        for command, log in zip(commands, logs):
+            with open(log, "wb") as handle:
+                processes.append(subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                    cwd=path.resolve().parent, start_new_session=True))
+        timed_out = False
+        for process in processes:
+            left = timeout_s - (time.monotonic() - start)
+            try:
+                process.wait(timeout=max(left, 0.01))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                break
+        for process in processes:
+            if process.poll() is None:
+                _stop(process)
+        seconds = time.monotonic() - start
+        outputs = [log.read_text(encoding="utf-8", errors="replace") for log in logs]
+        weights = None
+        if out.is_file():
+            state = torch.load(out, map_location="cpu", weights_only=True)
+            weights = {name.removeprefix("module."): np.asarray(value.detach().cpu().numpy())
+                       for name, value in state.items()}
+    if any("NotImplementedError" in text for text in outputs):
+        raise NotImplementedError(f"{path.name} raised NotImplementedError in its processes: write it first")
+    return ScriptRun(case, nodes, procs, [process.returncode for process in processes], outputs, weights, seconds,
+                     commands, timed_out)
+
+
+def script_reference(case: ScriptCase, world_size: int) -> dict:
+    """The parameters DDP must end with: each rank takes ``DistributedSampler(shuffle=False)``'s examples (rank r:
+    r, r + N, r + 2N, ...) in batches of ``batch_per_rank``, BatchNorm over its own batch, the gradients averaged over
+    the ranks, one SGD step per batch; computed here, in one process."""
+    import numpy as np
+    import torch
+
+    if not isinstance(case, ScriptCase):
+        raise TypeError(f"case must be a ScriptCase, got {type(case).__name__}")
+    world_size = positive_int("world_size", world_size)
+    if case.samples % (world_size * case.batch_per_rank):
+        raise ValueError(f"samples ({case.samples}) must be a multiple of world_size x batch_per_rank "
+                         f"({world_size} x {case.batch_per_rank})")
+    data = case.data()
+    model = bn_mlp(case.features)
+    params = [p for p in model.parameters()]
+    shards = [list(range(rank, case.samples, world_size)) for rank in range(world_size)]
+    for step in range(case.samples // (world_size * case.batch_per_rank)):
+        total = [torch.zeros_like(p) for p in params]
+        for shard in shards:
+            rows = shard[step * case.batch_per_rank:(step + 1) * case.batch_per_rank]
+            loss = torch.nn.functional.mse_loss(model(data["x"][rows]), data["y"][rows])
+            for t, g in zip(total, torch.autograd.grad(loss, params)):
+                t += g
+        with torch.no_grad():
+            for p, t in zip(params, total):
+                p -= case.lr * t / world_size
+    return {name: np.asarray(p.detach().numpy()) for name, p in model.named_parameters()}

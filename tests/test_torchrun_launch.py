@@ -1,0 +1,43 @@
+"""Lesson 14's torchrun runner: bad input named, a failing rank's error reported, the reference's sharding."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucourse import parallel
+from gpucourse.parallel.torchrun_launch import script_reference
+
+
+def test_bad_input_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="%%writefile"):
+        parallel.run_script(tmp_path / "missing.py", parallel.ScriptCase())
+    script = tmp_path / "s.py"
+    script.write_text("pass\n")
+    with pytest.raises(TypeError, match="case"):
+        parallel.run_script(script, {"samples": 8})
+    with pytest.raises(ValueError, match="nodes"):
+        parallel.run_script(script, parallel.ScriptCase(), nodes=0)
+    with pytest.raises(ValueError, match="batch_per_rank"):
+        parallel.ScriptCase(batch_per_rank=0)
+    with pytest.raises(ValueError, match="multiple of world_size"):
+        script_reference(parallel.ScriptCase(samples=10, batch_per_rank=4), 2)
+
+
+def test_a_failing_rank_is_reported_with_its_error_and_an_unwritten_script_raises_not_implemented(tmp_path):
+    failing = tmp_path / "failing.py"
+    failing.write_text("import os\nif os.environ['RANK'] == '1':\n    raise ValueError('rank 1 is unhappy')\n")
+    job = parallel.run_script(failing, parallel.ScriptCase(), procs_per_node=2, timeout_s=60)
+    assert job.codes != [0] and job.weights is None
+    assert "ValueError: rank 1 is unhappy" in job.failure() and "failing.py" in job.failure()
+    assert job.commands[0][1:3] == ["-m", "torch.distributed.run"] and "--standalone" in job.commands[0]
+    unwritten = tmp_path / "unwritten.py"
+    unwritten.write_text("raise NotImplementedError()\n")
+    with pytest.raises(NotImplementedError, match="write it first"):
+        parallel.run_script(unwritten, parallel.ScriptCase(), procs_per_node=2, timeout_s=60)
+
+
+def test_the_reference_depends_on_which_examples_each_rank_gets():
+    case = parallel.ScriptCase(samples=24, batch_per_rank=3, seed=2)
+    two, three = script_reference(case, 2), script_reference(case, 4)
+    assert set(two) == {"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}
+    assert any(abs(two[name] - three[name]).max() > 1e-4 for name in two)  # BatchNorm sees other batches

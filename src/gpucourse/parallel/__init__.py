@@ -7,7 +7,6 @@ One module per job (lessons 14_data_parallelism, 15_sharding and 16_model_parall
 - :mod:`~gpucourse.parallel.collectives`: a simulated network, the ring all-reduce and the parameter server on it;
 - :mod:`~gpucourse.parallel.data_parallel`: DDP on worker processes against one process;
 - :mod:`~gpucourse.parallel.ddp_timeline`: real collectives counted, all-reduce bandwidth, DDP's bucket timeline;
-- :mod:`~gpucourse.parallel.ddp_grading`: a learner's accumulation step run in real DDP workers, for grading;
 - :mod:`~gpucourse.parallel.own_ddp`: a learner's own DDP (hooks, buckets) run in real process groups, observed;
 - :mod:`~gpucourse.parallel.torchrun_launch`: a learner's training script run by torchrun on one or more nodes;
 - :mod:`~gpucourse.parallel.ddp_sim`: DDP's gradient synchronisation (buckets, ``no_sync``) simulated in threads;
@@ -33,7 +32,6 @@ from gpucourse.parallel.data_parallel import (DDPResult, TrainConfig, TrainResul
                                               ddp_worker, make_batches, make_model, max_difference, run_ddp,
                                               run_ddp_all, train_single)
 from gpucourse.parallel.keras_devices import configure_tf_devices
-from gpucourse.parallel.ddp_grading import AccumulationCase, AccumulationRun, accumulation_worker, run_accumulation
 from gpucourse.parallel.own_ddp import AllReduceCall, OwnDDPCase, OwnDDPRun, own_ddp_worker, run_own_ddp
 from gpucourse.parallel.ddp_timeline import (BucketEvent, CollectivesRun, DDPTimeline, ObservedRun,
                                              collectives_worker, ddp_timeline_worker, observe_worker,
@@ -79,7 +77,6 @@ __all__ = [
     "CollectivesRun", "BucketEvent", "DDPTimeline", "ObservedRun", "collectives_worker", "ddp_timeline_worker",
     "observe_worker",
     "run_collectives", "run_ddp_timeline", "run_observed", "plot_ddp_timeline",
-    "AccumulationCase", "AccumulationRun", "accumulation_worker", "run_accumulation",
     "OwnDDPCase", "OwnDDPRun", "AllReduceCall", "own_ddp_worker", "run_own_ddp",
     "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
     "run_zero_step", "fsdp_worker", "run_fsdp",

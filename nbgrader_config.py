@@ -23,7 +23,8 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 # The gradebook holds students' grades: it lives beside the course, never in version control (.gitignore).
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE_ROOT, "gradebook.db")
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.db"]
+# ddp_train.py: the script lesson 14's Exercise 3 writes next to the notebook (%%writefile); never part of a release
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.db", "ddp_train.py"]
 
 # Students see this in place of the solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 import tomllib
 
@@ -35,8 +36,11 @@ def test_release_holds_each_lesson_and_nothing_else() -> None:
     """notebooks/ has a folder per lesson with the files of its solutions/ folder (nbgrader copies the assets); each
     lesson's notebook is compared with a fresh generation in its grading pipeline (tests/test_grading.py)."""
     def names(folder: Path) -> set[str]:
-        return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()
-                and ".ipynb_checkpoints" not in p.parts and "__pycache__" not in p.parts}
+        files = [p for p in folder.rglob("*") if p.is_file()
+                 and ".ipynb_checkpoints" not in p.parts and "__pycache__" not in p.parts]
+        ignored = subprocess.run(["git", "check-ignore", "--stdin"], input="\n".join(map(str, files)), cwd=ROOT,
+                                 capture_output=True, text=True).stdout.split()  # e.g. a script a lesson wrote
+        return {str(p.relative_to(folder)) for p in files if str(p) not in ignored}
 
     assert sorted(p.name for p in (ROOT / "notebooks").iterdir()) == LESSONS
     for lesson in LESSONS:

@@ -6,7 +6,6 @@ timeline in one (module fixture), every step function of the grader in one.
 
 from __future__ import annotations
 
-
 import pytest
 
 from gpucourse import parallel

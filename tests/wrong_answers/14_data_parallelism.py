@@ -16,8 +16,8 @@ def ring_allreduce(rank: int, world_size: int, buffer: np.ndarray, send: Callabl
     """One worker's ring all-reduce."""
 '''
 # The model answer's script (ex3-solution, a %%writefile cell), read from the solution notebook: one source of truth.
-_SCRIPT = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", source(cell_by_grade_id(load(solution_path("14_data_parallelism")),
-                                                                           "ex3-solution")))
+_MODEL_CELL = cell_by_grade_id(load(solution_path("14_data_parallelism")), "ex3-solution")
+_SCRIPT = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", source(_MODEL_CELL))
 
 
 def _script(*swaps: tuple[str, str]) -> str:

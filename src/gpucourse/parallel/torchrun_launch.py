@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucourse._validate import positive_int, positive_number
+from gpucourse.progress import running
 from gpucourse.parallel.workers import LOOPBACK, free_port
 
 SCRIPT_HIDDEN = 16  # hidden width of the script's network (bn_mlp)
@@ -155,12 +156,36 @@ def _stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def _run_nodes(commands: list[list[str]], logs: list[Path], env: dict[str, str], cwd: Path,
+               timeout_s: float) -> tuple[list[subprocess.Popen], bool, float]:
+    """Start one torchrun per node, wait for all of them (killing every one left at the time limit); return the
+    processes, whether the limit was reached, and the start time."""
+    start, processes = time.monotonic(), []
+    for command, log in zip(commands, logs):
+        with open(log, "wb") as handle:
+            processes.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle,
+                                              stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True))
+    timed_out = False
+    for process in processes:
+        try:
+            process.wait(timeout=max(timeout_s - (time.monotonic() - start), 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            break
+    for process in processes:
+        if process.poll() is None:
+            _stop(process)
+    return processes, timed_out, start
+
+
 def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, procs_per_node: int = 2,
                timeout_s: float = 90.0) -> ScriptRun:
     """Run ``script`` as ``torchrun`` would on ``nodes`` nodes of ``procs_per_node`` processes (all on this machine),
     with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did."""
     import numpy as np
     import torch
+
+    from gpucourse.checks import active_off_limits
 
     path = Path(script)
     if not path.is_file():
@@ -176,31 +201,15 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
                      "--lr", repr(case.lr)]
         endpoint, run_id = f"{LOOPBACK}:{free_port()}", uuid.uuid4().hex[:12]
         package_root = str(Path(__file__).resolve().parents[2])  # the gpucourse this notebook imported, first
-        python_path = os.pathsep.join([package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-        from gpucourse.checks import active_off_limits
-
+        python_path = os.pathsep.join([package_root] + [entry for entry in os.environ.get("PYTHONPATH", "")
+                                                        .split(os.pathsep) if entry])
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path,
                OFF_LIMITS_ENV: json.dumps(active_off_limits())}
         logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
         commands = [_torchrun_command(path.resolve(), nodes, procs, node, endpoint, run_id, arguments)
                     for node in range(nodes)]
-        start, processes = time.monotonic(), []
-        for command, log in zip(commands, logs):
-            with open(log, "wb") as handle:
-                processes.append(subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env,
-                    cwd=path.resolve().parent, start_new_session=True))
-        timed_out = False
-        for process in processes:
-            left = timeout_s - (time.monotonic() - start)
-            try:
-                process.wait(timeout=max(left, 0.01))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                break
-        for process in processes:
-            if process.poll() is None:
-                _stop(process)
+        with running(f"running your script under torchrun on {nodes} node(s) x {procs} process(es)"):
+            processes, timed_out, start = _run_nodes(commands, logs, env, path.resolve().parent, timeout_s)
         seconds = time.monotonic() - start
         outputs = [log.read_text(encoding="utf-8", errors="replace") for log in logs]
         weights = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucourse import parallel
-from gpucourse.parallel.torchrun_launch import script_reference
+from gpucourse.parallel.torchrun_launch import node_gpus, script_reference
 
 
 def test_bad_input_is_named(tmp_path):
@@ -41,3 +41,9 @@ def test_the_reference_depends_on_which_examples_each_rank_gets():
     two, three = script_reference(case, 2), script_reference(case, 4)
     assert set(two) == {"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}
     assert any(abs(two[name] - three[name]).max() > 1e-4 for name in two)  # BatchNorm sees other batches
+
+
+def test_simulated_nodes_never_share_a_gpu():
+    assert node_gpus(0, 1, 2, 1) is None                              # one node: as the machine is
+    assert [node_gpus(n, 2, 2, 4) for n in range(2)] == ["0,1", "2,3"]  # enough GPUs: one set per node
+    assert [node_gpus(n, 2, 2, 2) for n in range(2)] == ["", ""]        # Kaggle's pair, 2 x 2 ranks: gloo on the CPU

@@ -147,6 +147,17 @@ def _torchrun_command(script: Path, nodes: int, procs: int, node: int, endpoint:
     return command + [str(script)] + arguments
 
 
+def node_gpus(node: int, nodes: int, procs: int, available: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES for one simulated node: None (unchanged) for a single node; with several nodes on one
+    machine, a disjoint set of GPUs per node when there are enough, else none (gloo on the CPU), since NCCL refuses
+    two ranks on one GPU."""
+    if nodes == 1:
+        return None
+    if available >= nodes * procs:
+        return ",".join(str(node * procs + index) for index in range(procs))
+    return ""
+
+
 def _stop(process: subprocess.Popen) -> None:
     """Kill a torchrun and every process it started (its own session)."""
     try:
@@ -156,12 +167,12 @@ def _stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _run_nodes(commands: list[list[str]], logs: list[Path], env: dict[str, str], cwd: Path,
+def _run_nodes(commands: list[list[str]], logs: list[Path], envs: list[dict[str, str]], cwd: Path,
                timeout_s: float) -> tuple[list[subprocess.Popen], bool, float]:
     """Start one torchrun per node, wait for all of them (killing every one left at the time limit); return the
     processes, whether the limit was reached, and the start time."""
     start, processes = time.monotonic(), []
-    for command, log in zip(commands, logs):
+    for command, log, env in zip(commands, logs, envs):
         with open(log, "wb") as handle:
             processes.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle,
                                               stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True))
@@ -205,11 +216,14 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
                                                         .split(os.pathsep) if entry])
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path,
                OFF_LIMITS_ENV: json.dumps(active_off_limits())}
+        gpus = torch.cuda.device_count()
+        envs = [env if node_gpus(node, nodes, procs, gpus) is None
+                else {**env, "CUDA_VISIBLE_DEVICES": node_gpus(node, nodes, procs, gpus)} for node in range(nodes)]
         logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
         commands = [_torchrun_command(path.resolve(), nodes, procs, node, endpoint, run_id, arguments)
                     for node in range(nodes)]
         with running(f"running your script under torchrun on {nodes} node(s) x {procs} process(es)"):
-            processes, timed_out, start = _run_nodes(commands, logs, env, path.resolve().parent, timeout_s)
+            processes, timed_out, start = _run_nodes(commands, logs, envs, path.resolve().parent, timeout_s)
         seconds = time.monotonic() - start
         outputs = [log.read_text(encoding="utf-8", errors="replace") for log in logs]
         weights = None

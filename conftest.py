@@ -54,5 +54,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     cpu_end = os.times()
     cpu = sum(cpu_end[:4]) - sum(cpu_start[:4])  # this process and its finished children (kernels, subprocesses)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(folder).mkdir(parents=True, exist_ok=True)  # the folder named need not exist yet
     with open(Path(folder) / f"{worker}.jsonl", "a", encoding="utf-8") as log:
         log.write(json.dumps({"test": item.nodeid, "start": start, "wall": time.time() - start, "cpu": cpu}) + "\n")

@@ -35,6 +35,9 @@ _EXPECTED_MESSAGE = {
     "typical": "bias was summed", "all_gather_hidden": "all-gather", "columns_first": "fc1_local.weight has shape",
     "full_weights": "fc1_local.weight has shape", "views": "view of a bigger tensor", "average": "averaged",
     "no_all_reduce": "no all-reduce", "no_value_error": "ValueError",
+    "forward_only": "the backward ran no all-reduce", "g_backward_sums": "g's backward must not all-reduce",
+    "f_forward_sums": "the forward ran 2 all-reduce(s)", "f_backward_averages": "x.grad on rank 0 of 2 differs",
+    "detached": "x.grad is None after loss.backward()", "two_ranks": "fc1_local.weight has shape",
 }
 
 _VISIBLE = list(tp.VISIBLE_CASES)
@@ -48,18 +51,36 @@ def _cell(source: str) -> dict:
     return namespace
 
 
-def _grade(namespace: dict, cases: list) -> list:
+def _grade(namespace: dict, cases: list, world_size: int = 2) -> list:
     """The test cell's grading, with the package's model answer off-limits."""
     with off_limits("gpucourse.parallel.tensor_parallel.shard_mlp", "gpucourse.parallel.tensor_parallel.tp_forward",
                     exercise="Exercise 2", namespace=namespace):
         return tp.check_tensor_parallel_mlp(namespace["shard_mlp"], namespace["tp_forward"], cases, seed=11,
-                                            quiet=True)
+                                            world_size=world_size, quiet=True)
 
 
 def test_the_solution_cell_passes_visible_and_hidden_cases():
     results = _grade(_cell(SOLUTION), _VISIBLE + _HIDDEN)
     assert [len(reports) for reports in results] == [4, 4]
     assert all(not report["problem"] for reports in results for report in reports)
+    for world_size, cases in ((3, _THREE_RANKS), (4, [(6, 16, 3, 3, "float32")])):
+        results = _grade(_cell(SOLUTION), cases, world_size=world_size)
+        assert len(results) == world_size and all(not r["problem"] for reports in results for r in reports)
+
+
+def test_a_split_hard_coded_for_two_ranks_fails_on_three():
+    assert _grade(_cell(WRONG_EX2["two_ranks"]), _VISIBLE)  # right where the visible test looks
+    _assert_fails_saying_why("two_ranks", lambda: _grade(_cell(WRONG_EX2["two_ranks"]), _THREE_RANKS, world_size=3))
+
+
+def test_untouched_f_and_g_raise_not_implemented_error_from_the_workers():
+    stubbed = _cell(SOLUTION)
+    for name in ("CopyToRanks", "ReduceFromRanks"):
+        body = {"forward": staticmethod(lambda ctx, tensor, dist: (_ for _ in ()).throw(NotImplementedError())),
+                "backward": staticmethod(lambda ctx, grad: (_ for _ in ()).throw(NotImplementedError()))}
+        stubbed[name] = type(name, (torch.autograd.Function,), body)
+    with pytest.raises(NotImplementedError):
+        _grade(stubbed, _VISIBLE)
 
 
 def test_wrong_answers_cover_every_kind():
@@ -68,7 +89,11 @@ def test_wrong_answers_cover_every_kind():
 
 
 # Wrong answers whose split is right on the visible case: graded in the workers, all in one launch.
-_IN_WORKERS = ("visible_only", "typical", "all_gather_hidden", "average", "no_all_reduce")
+_IN_WORKERS = ("visible_only", "typical", "all_gather_hidden", "average", "no_all_reduce", "forward_only",
+               "g_backward_sums", "f_forward_sums", "f_backward_averages", "detached")
+# Right on 2 ranks, wrong on more: graded at 3 ranks.
+_AT_THREE_RANKS = ("two_ranks",)
+_THREE_RANKS = [(7, 24, 5, 2, "float64")]
 
 
 def _many_answers_worker(rank: int, world_size: int, answers: dict, cases: list) -> dict:
@@ -88,7 +113,7 @@ def _assert_fails_saying_why(kind: str, grade: Callable[[], object]) -> None:
     assert isinstance(failure.value, OffLimits) == (kind == "helper"), (kind, message)
 
 
-@pytest.mark.parametrize("kind", sorted(set(WRONG_EX2) - set(_IN_WORKERS)))
+@pytest.mark.parametrize("kind", sorted(set(WRONG_EX2) - set(_IN_WORKERS) - set(_AT_THREE_RANKS)))
 def test_each_wrong_split_fails_before_any_launch(kind):
     _assert_fails_saying_why(kind, lambda: _grade(_cell(WRONG_EX2[kind]), _VISIBLE))
 

@@ -26,10 +26,41 @@ import torch.nn.functional as F
 def shard_mlp(fc1: nn.Linear, fc2: nn.Linear, rank: int, world_size: int) -> tuple[nn.Linear, nn.Linear]:
     """Rank `rank`'s (fc1_local, fc2_local): rows of fc1, the same columns of fc2, fc2's whole bias (copies)."""
 '''
-_EX2_FORWARD = '''
+_EX2_OPS = '''
+
+
+class CopyToRanks(torch.autograd.Function):
+    """Megatron's f, before fc1: the identity forward; backward, the gradient of x summed over the ranks."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, dist) -> torch.Tensor:
+        ctx.dist = dist
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        grad = grad.clone()
+        ctx.dist.all_reduce(grad)
+        return grad, None
+
+
+class ReduceFromRanks(torch.autograd.Function):
+    """Megatron's g, after fc2: the partial outputs summed over the ranks forward; backward, the identity."""
+
+    @staticmethod
+    def forward(ctx, partial: torch.Tensor, dist) -> torch.Tensor:
+        total = partial.clone()
+        dist.all_reduce(total)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+'''
+_EX2_FORWARD = _EX2_OPS + '''
 
 def tp_forward(x: torch.Tensor, fc1_local: nn.Linear, fc2_local: nn.Linear, dist) -> torch.Tensor:
-    """This rank's forward: gelu(fc1_local(x)), its partial fc2 product summed over the ranks, fc2's bias once."""
+    """This rank's forward, differentiable: f, gelu(fc1_local), the partial fc2 product, g, fc2's bias once."""
 '''
 _EX2_SHARD = '''\
     hidden = fc1.out_features
@@ -47,9 +78,15 @@ _EX2_SHARD = '''\
     return fc1_local, fc2_local
 '''
 _EX2_TP = '''\
-    hidden = F.gelu(fc1_local(x))                         # batch x hidden/N, no communication
-    partial = F.linear(hidden, fc2_local.weight)          # batch x d_out, this rank's share of the sum
-    dist.all_reduce(partial)                              # SUM over the ranks: the one collective
+    hidden = F.gelu(fc1_local(CopyToRanks.apply(x, dist)))
+    partial = F.linear(hidden, fc2_local.weight)
+    return ReduceFromRanks.apply(partial, dist) + fc2_local.bias
+'''
+# v2's forward-only answer: the all-reduce called directly, as in lesson 14 (autograd cannot see it).
+_EX2_FORWARD_ONLY = '''\
+    hidden = F.gelu(fc1_local(x))
+    partial = F.linear(hidden, fc2_local.weight)
+    dist.all_reduce(partial)
     return partial + fc2_local.bias
 '''
 _WRONG_EX2: dict[str, str] = {
@@ -125,10 +162,31 @@ _WRONG_EX2: dict[str, str] = {
     return fc1_local, fc2_local
 ''' + _EX2_FORWARD + _EX2_TP,
     # Averages the partial outputs (ReduceOp.AVG) instead of summing them.
-    "average": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD + _EX2_TP.replace("dist.all_reduce(partial)",
-                                                        "dist.all_reduce(partial, op=dist.ReduceOp.AVG)"),
+    "average": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD.replace("dist.all_reduce(total)",
+                                                             "dist.all_reduce(total, op=dist.ReduceOp.AVG)") + _EX2_TP,
     # Forgets the all-reduce: each rank returns its partial output.
-    "no_all_reduce": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD + _EX2_TP.replace("    dist.all_reduce(partial)", "    pass"),
+    "no_all_reduce": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD.replace("        dist.all_reduce(total)\n", "") + _EX2_TP,
+    # v2's forward-only answer: right y, but x.grad holds one rank's share (no f, so no all-reduce backward).
+    "forward_only": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD + _EX2_FORWARD_ONLY,
+    # g as f's mirror taken too far: g's backward also all-reduces, so every gradient is N times too large.
+    "g_backward_sums": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD.replace(
+        "    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:\n        return grad, None",
+        "    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:\n        grad = grad.clone()\n"
+        "        import torch.distributed as dist\n        dist.all_reduce(grad)\n        return grad, None") + _EX2_TP,
+    # f that also sums in the forward pass: every rank feeds N x to fc1.
+    "f_forward_sums": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD.replace(
+        "        ctx.dist = dist\n        return x.view_as(x)",
+        "        ctx.dist = dist\n        x = x.clone()\n        dist.all_reduce(x)\n        return x") + _EX2_TP,
+    # f's backward averages (divides the sum by the world size), as DDP does with gradients.
+    "f_backward_averages": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD.replace(
+        "        ctx.dist.all_reduce(grad)\n        return grad, None",
+        "        ctx.dist.all_reduce(grad)\n        return grad / ctx.dist.get_world_size(), None") + _EX2_TP,
+    # g applied to a detached partial: y is right, but no gradient reaches fc1 or fc2's weight.
+    "detached": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD + _EX2_TP.replace(
+        "ReduceFromRanks.apply(partial, dist)", "ReduceFromRanks.apply(partial.detach(), dist)"),
+    # Two ranks hard-coded in the split: right on the visible 2 ranks, wrong on 3 and 4.
+    "two_ranks": _EX2_HEAD + _EX2_SHARD.replace("part = hidden // world_size", "part = hidden // 2") + _EX2_FORWARD
+    + _EX2_TP,
     # Accepts any world size: hidden units left over are silently dropped.
     "no_value_error": _EX2_HEAD + _EX2_SHARD.replace("if hidden % world_size:", "if hidden % world_size and False:")
     + _EX2_FORWARD + _EX2_TP,

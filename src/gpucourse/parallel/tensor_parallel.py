@@ -1,19 +1,24 @@
-"""Tensor parallelism (Megatron-style) for an MLP y = fc2(gelu(fc1(x))) on real worker processes.
+"""Tensor parallelism (Megatron-style) for an MLP y = fc2(gelu(fc1(x))) on real worker processes, forward and backward.
 
 Column-parallel ``fc1``: rank r keeps rows ``r*h/N .. (r+1)*h/N`` of ``fc1.weight`` (hidden x d) and of ``fc1.bias``
 and computes its slice of the hidden activations with no communication (gelu is elementwise). Row-parallel ``fc2``:
 rank r keeps the same columns of ``fc2.weight`` (d_out x hidden); each rank's partial output ``h_r @ W2_r.T`` is
 summed over the ranks by ONE all-reduce of batch x d_out elements, and ``fc2.bias`` (kept whole on every rank) is
-added once, after the sum. Each rank holds 1/N of the weights. Taught in 16_model_parallelism (*Tensor parallelism*):
+added once, after the sum. Each rank holds 1/N of the weights. Autograd needs Megatron's two conjugate operators:
+``f`` (identity forward, all-reduce of the gradient of x backward: every rank's fc1 slice contributes a part of it)
+before fc1, and ``g`` (all-reduce forward, identity backward: every rank already holds the whole gradient of y)
+after fc2. Taught in 16_model_parallelism (*Tensor parallelism*):
 
-- :func:`shard_mlp` and :func:`tp_forward`: the hand-written split (the exercise's model answer);
-- :func:`check_tensor_parallel_mlp`: the exercise's grader (one launch, every case, the collectives counted);
+- :func:`shard_mlp` and :func:`tp_forward` (with f and g as ``torch.autograd.Function``): the exercise's model answer;
+- :func:`check_tensor_parallel_mlp`: the exercise's grader (one launch per world size, every case, forward and
+  backward: the output, the gradient of x and of every local weight, the collectives of each pass counted);
 - :func:`tp_demo_worker` / :func:`run_tp_demo`: the same MLP through PyTorch's ``parallelize_module``
   (``ColwiseParallel`` + ``RowwiseParallel``) beside the hand-written version.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
@@ -23,6 +28,9 @@ DTYPES = ("float32", "float64")
 
 TOLERANCE = {"float32": (1e-5, 1e-5), "float64": (1e-10, 1e-12)}
 """(rtol, atol) of the output check per dtype: the ranks sum the same products in another order."""
+
+GRAD_TOLERANCE = {"float32": (1e-4, 1e-5), "float64": (1e-9, 1e-11)}
+"""(rtol, atol) of the gradient checks per dtype (sums of products over the batch, in another order)."""
 
 VISIBLE_CASES: tuple[tuple[int, int, int, int, str], ...] = ((8, 16, 4, 3, "float64"),)
 """The visible test's case: (d, hidden, d_out, batch, dtype)."""
@@ -91,14 +99,50 @@ def _shard_mlp(fc1: object, fc2: object, rank: int, world_size: int) -> tuple:
     return fc1_local, fc2_local
 
 
-def _tp_forward(x: object, fc1_local: object, fc2_local: object, dist: object) -> object:
-    """gelu(fc1_local(x)) with no communication, its partial fc2 product summed by one all-reduce, bias once."""
+@functools.cache
+def _conjugate_operators() -> tuple[type, type]:
+    """Megatron's f and g as autograd functions (built once, on first use: importing torch stays lazy)."""
     import torch
 
-    hidden = torch.nn.functional.gelu(fc1_local(x))
+    class CopyToRanks(torch.autograd.Function):
+        """f: the identity forward; backward, the gradient of x summed over the ranks."""
+
+        @staticmethod
+        def forward(ctx, x, dist):
+            ctx.dist = dist
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            grad = grad.clone()                # autograd may hand the same tensor to another consumer
+            ctx.dist.all_reduce(grad)
+            return grad, None
+
+    class ReduceFromRanks(torch.autograd.Function):
+        """g: the partial outputs summed over the ranks forward; backward, the identity."""
+
+        @staticmethod
+        def forward(ctx, partial, dist):
+            total = partial.clone()
+            dist.all_reduce(total)
+            return total
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    return CopyToRanks, ReduceFromRanks
+
+
+def _tp_forward(x: object, fc1_local: object, fc2_local: object, dist: object) -> object:
+    """f, gelu(fc1_local(x)) with no communication, its partial fc2 product summed by g (one all-reduce), bias once."""
+    import torch
+
+    copy_to_ranks, reduce_from_ranks = _conjugate_operators()
+    hidden = torch.nn.functional.gelu(fc1_local(copy_to_ranks.apply(x, dist)))
     partial = torch.nn.functional.linear(hidden, fc2_local.weight)   # no bias yet: it would be summed N times
-    dist.all_reduce(partial)                                         # SUM over ranks: batch x d_out elements
-    return partial if fc2_local.bias is None else partial + fc2_local.bias
+    total = reduce_from_ranks.apply(partial, dist)                   # SUM over ranks: batch x d_out elements
+    return total if fc2_local.bias is None else total + fc2_local.bias
 
 
 def shard_mlp(fc1: object, fc2: object, rank: int, world_size: int) -> tuple:
@@ -107,7 +151,7 @@ def shard_mlp(fc1: object, fc2: object, rank: int, world_size: int) -> tuple:
 
 
 def tp_forward(x: object, fc1_local: object, fc2_local: object, dist: object) -> object:
-    """The exercise's model answer: this rank's tensor-parallel forward; returns the full y on every rank."""
+    """The exercise's model answer: this rank's tensor-parallel forward (f and g inside, so backward works too)."""
     return _tp_forward(x, fc1_local, fc2_local, dist)
 
 
@@ -229,13 +273,89 @@ def _check_comm(counter: object, batch: int, d_out: int, itemsize: int) -> tuple
     if calls > 1 or counter.bytes("all_reduce") != expected_bytes:
         return (f"the forward ran {calls} all-reduce(s) of {counter.bytes('all_reduce'):,} bytes in all, expected "
                 f"one of batch x d_out = {expected_bytes // itemsize} elements ({expected_bytes:,} bytes)",
-                "all-reduce the partial output once; nothing else (not the hidden activations, not the weights)")
+                "all-reduce the partial output once (g); nothing else: not x (f is the identity forward), not the "
+                "hidden activations, not the weights")
+    return None
+
+
+def _reference_gradients(x: object, fc1: object, fc2: object, upstream: object) -> dict[str, object]:
+    """The unsharded MLP's gradients of loss = sum(y * upstream): of x and of each weight and bias."""
+    import torch
+
+    x = x.detach().clone().requires_grad_(True)
+    params = [fc1.weight, fc1.bias, fc2.weight, fc2.bias]
+    loss = (fc2(torch.nn.functional.gelu(fc1(x))) * upstream).sum()
+    grads = torch.autograd.grad(loss, [x, *params])
+    return dict(zip(("x", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"), grads))
+
+
+def _check_backward_comm(counter: object, batch: int, d: int, itemsize: int) -> tuple[str, str] | None:
+    """(problem, hint) unless the backward ran exactly one all-reduce, of the gradient of x (batch x d elements)."""
+    calls, expected_bytes = counter.count("all_reduce"), batch * d * itemsize
+    others = {kind: row["calls"] for kind, row in counter.summary().items() if kind != "all_reduce"}
+    if others:
+        return (f"the backward ran collectives other than all-reduces: {others}",
+                "the backward of this MLP needs one collective: f's all-reduce of the gradient of x")
+    if calls == 0:
+        return ("the backward ran no all-reduce: each rank's x.grad holds only the part that flows through its own "
+                "h/N hidden units", "f (before fc1) is the identity forward and all-reduces the gradient backward: "
+                "write it as a torch.autograd.Function and apply it to x")
+    if calls > 1:
+        return (f"the backward ran {calls} all-reduces ({counter.bytes('all_reduce'):,} bytes), expected one of "
+                f"batch x d = {expected_bytes // itemsize} elements: g's backward must not all-reduce (every rank "
+                "already holds the whole gradient of y)", "g (after fc2) all-reduces forward and is the identity "
+                "backward; only f all-reduces backward")
+    if counter.bytes("all_reduce") != expected_bytes:
+        return (f"the backward all-reduced {counter.bytes('all_reduce'):,} bytes, expected the gradient of x: batch "
+                f"x d = {expected_bytes // itemsize} elements ({expected_bytes:,} bytes)",
+                "apply f to the input x itself, before fc1, so its backward sums x's gradient")
+    return None
+
+
+def _missing_gradient(grads: dict[str, object], rank: int) -> tuple[str, str] | None:
+    """(problem, hint) naming the first of x and the local parameters that backward left without a gradient."""
+    missing = next((name for name, grad in grads.items() if grad is None), None)
+    if missing is None:
+        return None
+    return (f"{missing}.grad is None after loss.backward() on rank {rank}: no gradient reached it",
+            "the output must stay connected to autograd's graph: no .detach(), no torch.no_grad() in tp_forward, "
+            "and each autograd.Function's backward returns a gradient for its tensor input")
+
+
+def _check_gradients(grads: dict[str, object], expected: dict[str, object], lo: int, hi: int, rank: int,
+                     world_size: int, dtype: str) -> tuple[str, str] | None:
+    """(problem, hint) if a gradient on this rank differs from the unsharded MLP's (its slice of it), else None;
+    every gradient in ``grads`` is a tensor (see :func:`_missing_gradient`)."""
+    import torch
+
+    rtol, atol = GRAD_TOLERANCE[dtype]
+    slices = {"x": expected["x"], "fc1_local.weight": expected["fc1.weight"][lo:hi],
+              "fc1_local.bias": expected["fc1.bias"][lo:hi], "fc2_local.weight": expected["fc2.weight"][:, lo:hi],
+              "fc2_local.bias": expected["fc2.bias"]}
+    for name, want in slices.items():
+        got = grads[name].detach().to(want.dtype)
+        if tuple(got.shape) != tuple(want.shape):
+            return (f"{name}.grad has shape {tuple(got.shape)} on rank {rank}, expected {tuple(want.shape)}",
+                    "each autograd.Function's backward returns a gradient of its input's shape")
+        if torch.allclose(got, want, rtol=rtol, atol=atol):
+            continue
+        if torch.allclose(got, want * world_size, rtol=rtol, atol=atol):
+            return (f"{name}.grad on rank {rank} is {world_size} x the right gradient: a gradient was summed over "
+                    f"the {world_size} ranks although every rank already held all of it",
+                    "g's backward is the identity; f's forward is the identity (only g's forward and f's backward "
+                    "all-reduce)")
+        error = float((got - want).abs().max())
+        whole = name in ("x", "fc2_local.bias")   # the others are this rank's slice of the full gradient
+        return (f"{name}.grad on rank {rank} of {world_size} differs from the unsharded MLP's gradient"
+                f"{'' if whole else ' (its slice)'} by up to {error:.3g} (rtol={rtol}, atol={atol})",
+                "f: identity forward, all-reduce (SUM) backward; g: all-reduce (SUM) forward, identity backward")
     return None
 
 
 def _grade_in_group(dist: object, rank: int, world_size: int, shard_fn: Callable, forward_fn: Callable,
                     cases: Sequence[tuple], seed: int) -> list[dict]:
-    """In a rank that joined the group: for each case the seeded MLP, shard, forward counted; a report per case."""
+    """In a rank that joined the group, for each case: the seeded MLP, the split, the forward and the backward with
+    their collectives counted; a report per case (every rank stops at the first case any rank fails)."""
     import torch
 
     from gpucourse.parallel.comm import CommCounter
@@ -247,7 +367,9 @@ def _grade_in_group(dist: object, rank: int, world_size: int, shard_fn: Callable
         fc1, fc2 = (layer.to(device) for layer in make_mlp(d, hidden, d_out, seed=seed + index, dtype=dtype))
         generator = torch.Generator().manual_seed(seed + 1000 + index)
         x = torch.randn(batch, d, generator=generator, dtype=getattr(torch, dtype)).to(device)
+        upstream = torch.randn(batch, d_out, generator=generator, dtype=getattr(torch, dtype)).to(device)
         expected = _reference_forward(x, fc1, fc2)
+        expected_grads = _reference_gradients(x, fc1, fc2, upstream)
         layers = shard_fn(fc1, fc2, rank, world_size)
         problem = (None if isinstance(layers, (tuple, list)) and len(layers) == 2 else
                    (f"shard_mlp returned {type(layers).__name__}, expected a pair (fc1_local, fc2_local)",
@@ -256,11 +378,26 @@ def _grade_in_group(dist: object, rank: int, world_size: int, shard_fn: Callable
         if _any_rank(dist, problem is not None, device):  # all ranks stop together, before the forward's collectives
             reports.append(_report(d, hidden, d_out, batch, dtype, rank, problem))
             break
-        with torch.no_grad(), CommCounter() as counter:
-            y = forward_fn(x.clone(), layers[0], layers[1], dist)
+        fc1_local, fc2_local = layers
+        x_local = x.clone().requires_grad_(True)
+        with CommCounter() as counter:
+            y = forward_fn(x_local, fc1_local, fc2_local, dist)
         output = _check_output(y, expected, fc2.bias.detach(), world_size, dtype)
         comm = _check_comm(counter, batch, d_out, x.element_size())
-        problem = comm if counter.count("all_reduce") == 0 and comm else (output or comm)
+        problem = comm if counter.count("all_reduce") != 1 and comm else (output or comm)  # a count names the step
+        if not problem and not y.requires_grad:
+            problem = ("y does not require grad: autograd cannot run the backward pass through tp_forward",
+                       "keep the graph: no torch.no_grad() or .detach(); return g's output (+ the bias)")
+        if not _any_rank(dist, problem is not None, device):
+            with CommCounter() as counter:
+                (y * upstream).sum().backward()
+            grads = {"x": x_local.grad, "fc1_local.weight": fc1_local.weight.grad,
+                     "fc1_local.bias": fc1_local.bias.grad, "fc2_local.weight": fc2_local.weight.grad,
+                     "fc2_local.bias": fc2_local.bias.grad}
+            part = hidden // world_size
+            problem = (_missing_gradient(grads, rank) or _check_backward_comm(counter, batch, d, x.element_size())
+                       or _check_gradients(grads, expected_grads, rank * part, (rank + 1) * part, rank, world_size,
+                                           dtype))
         reports.append(_report(d, hidden, d_out, batch, dtype, rank, problem))
         if _any_rank(dist, problem is not None, device):
             break
@@ -338,8 +475,11 @@ def check_tensor_parallel_mlp(shard_fn: Callable, forward_fn: Callable, cases: S
     In each rank and case: the seeded MLP (the same on every rank), ``shard_fn(fc1, fc2, rank, world_size)`` must
     return the rank's rows of fc1 and columns of fc2 (copies; fc2's whole bias), ``forward_fn(x, fc1_local,
     fc2_local, dist)`` must return the unsharded MLP's output (float32: rtol=atol=1e-5; float64: rtol 1e-10) with
-    exactly one all-reduce of batch x d_out elements and no other collective. Raises CheckFailed saying what is
-    wrong (yours vs expected) and how to fix it; returns every rank's reports.
+    exactly one all-reduce of batch x d_out elements and no other collective; then ``(y * upstream).sum()
+    .backward()`` must run exactly one all-reduce (the gradient of x, batch x d elements) and leave on every rank
+    the unsharded MLP's gradient of x, of fc2's bias, and this rank's slices of the weight gradients
+    (:data:`GRAD_TOLERANCE`). Raises CheckFailed saying what is wrong (yours vs expected) and how to fix it;
+    returns every rank's reports.
     """
     from gpucourse.checks import _fail, check_raises
     from gpucourse.parallel.workers import WorkerError, WorkerTimeout, launch
@@ -370,7 +510,8 @@ def check_tensor_parallel_mlp(shard_fn: Callable, forward_fn: Callable, cases: S
         _fail_from_worker(error, name)
     _raise_reports(results, name)
     if not quiet:
-        print(f"\N{CHECK MARK} {name}: {len(checked)} case(s) on {world_size} ranks, one all-reduce each")
+        print(f"\N{CHECK MARK} {name}: {len(checked)} case(s) on {world_size} ranks, forward and backward, one "
+              "all-reduce each way")
     return results
 
 

@@ -1,40 +1,12 @@
-"""Tests of gpucourse.parallel.plan: the cost model of lesson 16's "choose the mix" exercise and its grader.
-
-SOLUTION is the notebook's model answer and WRONG the exercise's wrong answers, read from
-solutions/16_model_parallelism and tests/wrong_answers/16_model_parallelism.py: the grader must pass the one and fail every one of the others.
-"""
+"""Tests of gpucourse.parallel.plan: the cost model behind lesson 16's "choosing the mix" section and its example."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 
 from gpucourse import parallel
-from gpucourse.checks import CheckFailed, OffLimits, off_limits
 from gpucourse.parallel import plan as cost
 from gpucourse.parallel.plan import Batch, Cluster, Model, Plan
-from notebook_utils import cell_by_grade_id, load, solution_path, source, wrong_answer_sets
-
-SOLUTION = source(cell_by_grade_id(load(solution_path("16_model_parallelism")), "ex3-solution"))
-"""The notebook's model answer (solutions/16_model_parallelism), read from it: one source of truth."""
-
-WRONG: dict[str, str] = wrong_answer_sets("16_model_parallelism", tampering=False)["ex3-solution"]
-"""The notebook's wrong answers to the exercise (tests/wrong_answers/16_model_parallelism.py), each a full solution cell."""
-
-
-def _function(source: str):
-    """Run a solution cell's source in the namespace the notebook gives it; return its choose_plan."""
-    namespace = {"Model": Model, "Cluster": Cluster, "Batch": Batch, "Plan": Plan,
-                 "memory_per_gpu_gb": cost.memory_per_gpu_gb, "step_time_s": cost.step_time_s}
-    exec(compile(source, "<solution cell>", "exec"), namespace)
-    return namespace["choose_plan"]
-
-
-def _blocked():
-    """The test cell's off_limits: best_plan and valid_plans."""
-    return off_limits("gpucourse.parallel.plan.best_plan", "gpucourse.parallel.plan.valid_plans",
-                      exercise="Exercise 5", namespace={})
 
 
 def _cluster(**changes) -> Cluster:
@@ -64,11 +36,7 @@ MODEL = Model(params=1e9, layers=4, hidden=1000, seq_len=1000, activation_bytes=
     (lambda: cost.step_time_s(Plan(4, 1, 1), MODEL, "cluster", Batch(8)), TypeError, "cluster"),
     (lambda: cost.valid_plans(MODEL, _cluster(), 8), TypeError, "batch"),
     (lambda: cost.step_time_s(Plan(2, 1, 1), MODEL, _cluster(), Batch(8)), ValueError, "plan"),
-    (lambda: cost.check_plan_choice("choose_plan"), TypeError, "choose_plan"),
     (lambda: cost.divisors(0), ValueError, "n"),
-    (lambda: cost.check_plan_choice(lambda *a: None, cases=[("tiny GPUs", MODEL, _cluster(memory_gb=0.1), Batch(8))]),
-     ValueError, "cases"),
-    (lambda: cost.check_plan_choice(lambda *a: None, cases=[(MODEL, _cluster(), Batch(8))]), TypeError, "cases"),
 ])
 def test_bad_input_is_refused_by_name(build, error, name):
     with pytest.raises(error, match=name):
@@ -186,64 +154,13 @@ def test_best_plan_on_hand_checked_cases():
     assert best.pp == 2 and best.tp * best.dp == 2
 
 
-# ------------------------------------------------------------------------------------------------ the grader
-
-def test_the_grader_passes_the_solution_quickly_even_with_the_helpers_blocked(capsys):
-    choose_plan = _function(SOLUTION)
-    start = time.perf_counter()
-    with _blocked():
-        cost.check_plan_choice(choose_plan, cases=[cost.example_case()])
-        cost.check_plan_choice(choose_plan)
-    assert time.perf_counter() - start < 5.0  # far above its ~0.1 s, so a loaded CI machine does not fail it
-    out = capsys.readouterr()
-    assert out.err == "" and f"{len(cost.hidden_cases())} case(s)" in out.out
-
-
-def test_hidden_cases_are_fresh_and_each_has_a_plan_that_fits():
-    cases = cost.hidden_cases()
-    assert len(cases) >= 8
-    example = cost.example_case()
-    for label, model, cluster, batch in cases:
-        assert (model, cluster, batch) != example[1:]
-        assert cost.best_plan(model, cluster, batch) is not None, label
-    assert len({c[2].gpus for c in cases}) >= 4  # several GPU counts
-
-
-@pytest.mark.parametrize("kind", sorted(WRONG))
-def test_the_grader_fails_every_wrong_answer(kind):
-    choose_plan = _function(WRONG[kind])
-    with _blocked(), pytest.raises(CheckFailed) as failure:
-        cost.check_plan_choice(choose_plan, quiet=True)
-    if kind.startswith("helper"):
-        assert isinstance(failure.value, OffLimits)
-    else:
-        assert "yours" in str(failure.value) and "Hint" in str(failure.value)
-
-
-@pytest.mark.parametrize("kind", ["constant", "visible_only"])
-def test_answers_right_on_the_visible_case_only_pass_it(kind):
-    cost.check_plan_choice(_function(WRONG[kind]), cases=[cost.example_case()], quiet=True)
-
-
-def test_the_grader_says_what_is_wrong():
-    def none(model, cluster, batch):
-        return None
-
-    def as_tuple(model, cluster, batch):
-        return (cluster.gpus, 1, 1, 0)
-
-    def too_few_gpus(model, cluster, batch):
-        return Plan(1, 1, 1)
-
-    for answer, words in [(none, "return"), (as_tuple, "expected a Plan"), (too_few_gpus, "cannot run")]:
-        with pytest.raises(CheckFailed, match=words):
-            cost.check_plan_choice(answer, quiet=True)
-    with pytest.raises(CheckFailed, match="more than the 48 GB"):
-        cost.check_plan_choice(_function(WRONG["typical"]), quiet=True)
+def test_the_notebook_example_has_a_plan_that_fits():
+    label, model, cluster, batch = cost.example_case()
+    best = cost.best_plan(model, cluster, batch)
+    assert best is not None and cost.memory_per_gpu_gb(best, model, cluster, batch) <= cluster.memory_gb, label
 
 
 def test_public_names_are_exported_from_gpucourse_parallel():
-    for name in ("Model", "Cluster", "Batch", "Plan", "memory_per_gpu_gb", "step_time_s", "valid_plans", "best_plan",
-                 "check_plan_choice"):
+    for name in ("Model", "Cluster", "Batch", "Plan", "memory_per_gpu_gb", "step_time_s", "valid_plans", "best_plan"):
         assert getattr(parallel, name) is getattr(cost, name)
         assert name in parallel.__all__

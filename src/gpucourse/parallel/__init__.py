@@ -16,7 +16,7 @@ One module per job (lessons 14_data_parallelism, 15_sharding and 16_model_parall
 - :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines;
 - :mod:`~gpucourse.parallel.sharding`: a ZeRO step over a process group, its grader, FSDP2 observed;
 - :mod:`~gpucourse.parallel.tensor_parallel`: a tensor-parallel MLP (column- then row-parallel), its grader, DTensor;
-- :mod:`~gpucourse.parallel.plan`: the cost model for choosing data, tensor, pipeline and ZeRO degrees, its grader.
+- :mod:`~gpucourse.parallel.plan`: the cost model for choosing data, tensor, pipeline and ZeRO degrees.
 
 Every public name is importable from ``gpucourse.parallel`` itself, as before the split. A worker process starts with
 ``from gpucourse.parallel import _child_main``, which keeps working too.
@@ -43,7 +43,7 @@ from gpucourse.parallel.pipeline_parallel import (PipelineConfig, PipelineResult
 from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError, ScheduleRun, gpipe_schedule,
                                                    idle_fraction, pipeline_orders, plot_pipeline_timeline,
                                                    run_schedule)
-from gpucourse.parallel.plan import (Batch, Cluster, Model, Plan, best_plan, check_plan_choice, divisors,
+from gpucourse.parallel.plan import (Batch, Cluster, Model, Plan, best_plan, divisors,
                                      memory_breakdown_gb, memory_per_gpu_gb, plan_problem, step_breakdown_s,
                                      step_time_s, valid_plans)
 from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, sized_mlp, run_fsdp,
@@ -81,7 +81,7 @@ __all__ = [
     "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
     "run_zero_step", "fsdp_worker", "run_fsdp",
     "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
-    "step_time_s", "divisors", "valid_plans", "best_plan", "check_plan_choice",
+    "step_time_s", "divisors", "valid_plans", "best_plan",
     "ScriptCase", "ScriptRun", "bn_mlp", "run_script", "script_reference",
     "make_mlp", "shard_mlp", "tp_forward", "check_tensor_parallel_mlp", "tp_demo_worker", "run_tp_demo", "tp_demo_rows",
 ]

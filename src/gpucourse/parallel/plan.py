@@ -278,112 +278,14 @@ def best_plan(model: Model, cluster: Cluster, batch: Batch) -> Plan | None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The grader of lesson 16's exercise "choose the parallelism": fresh cases, built here, never the notebook's example.
+# The notebook's example (illustrative numbers, not measurements).
 
 Case = tuple[str, Model, Cluster, Batch]
 
 
 def example_case() -> Case:
-    """The notebook's visible case: a 7B-parameter model on 2 nodes of 8 GPUs (illustrative numbers)."""
+    """The notebook's example: a 7B-parameter model on 2 nodes of 8 GPUs (illustrative numbers)."""
     return ("7B model, 2 nodes x 8 GPUs", Model(params=7e9, layers=32, hidden=4096, seq_len=4096),
             Cluster(nodes=2, gpus_per_node=8, memory_gb=80, flops_per_gpu=400, intra_node_gb_s=300,
                     inter_node_gb_s=25),
             Batch(global_batch=64, micro_batch=1))
-
-
-def hidden_cases() -> list[Case]:
-    """The grader's cases: each one catches another way to choose wrong (its label says which)."""
-    return [
-        ("a 350M model that fits on one GPU, 1 node x 8 GPUs",
-         Model(params=3.5e8, layers=24, hidden=1024, seq_len=2048),
-         Cluster(nodes=1, gpus_per_node=8, memory_gb=40, flops_per_gpu=300, intra_node_gb_s=200, inter_node_gb_s=25),
-         Batch(global_batch=64, micro_batch=4)),
-        ("a 13B model on 2 nodes x 8 GPUs with a slow network between nodes",
-         Model(params=1.3e10, layers=40, hidden=5120, seq_len=2048),
-         Cluster(nodes=2, gpus_per_node=8, memory_gb=80, flops_per_gpu=400, intra_node_gb_s=300, inter_node_gb_s=12.5),
-         Batch(global_batch=32, micro_batch=1)),
-        ("a 20B model that fits only with ZeRO-3 or model parallelism, 1 node x 8 GPUs",
-         Model(params=2e10, layers=44, hidden=6144, seq_len=2048, activation_bytes=4),
-         Cluster(nodes=1, gpus_per_node=8, memory_gb=48, flops_per_gpu=400, intra_node_gb_s=300, inter_node_gb_s=25),
-         Batch(global_batch=64, micro_batch=1)),
-        ("a 3B model on 4 nodes x 4 GPUs joined by a very slow network",
-         Model(params=3e9, layers=32, hidden=2560, seq_len=2048),
-         Cluster(nodes=4, gpus_per_node=4, memory_gb=48, flops_per_gpu=150, intra_node_gb_s=100, inter_node_gb_s=2),
-         Batch(global_batch=64, micro_batch=2)),
-        ("a 6B model on 3 nodes x 4 GPUs (12 GPUs: divisors 3 and 6)",
-         Model(params=6e9, layers=30, hidden=4608, seq_len=2048),
-         Cluster(nodes=3, gpus_per_node=4, memory_gb=40, flops_per_gpu=300, intra_node_gb_s=200, inter_node_gb_s=25),
-         Batch(global_batch=36, micro_batch=1)),
-        ("a 70B model on 8 nodes x 8 GPUs",
-         Model(params=7e10, layers=80, hidden=8192, seq_len=4096, activation_bytes=8),
-         Cluster(nodes=8, gpus_per_node=8, memory_gb=80, flops_per_gpu=400, intra_node_gb_s=300, inter_node_gb_s=50),
-         Batch(global_batch=256, micro_batch=1)),
-        ("a 1.3B model on 2 nodes x 8 small GPUs",
-         Model(params=1.3e9, layers=24, hidden=2048, seq_len=2048),
-         Cluster(nodes=2, gpus_per_node=8, memory_gb=24, flops_per_gpu=150, intra_node_gb_s=32, inter_node_gb_s=12.5),
-         Batch(global_batch=128, micro_batch=2)),
-        ("a 1.3B model on 1 node x 8 GPUs, a global batch of 12 that dp = 8 cannot split",
-         Model(params=1.3e9, layers=24, hidden=2048, seq_len=2048),
-         Cluster(nodes=1, gpus_per_node=8, memory_gb=40, flops_per_gpu=300, intra_node_gb_s=200, inter_node_gb_s=25),
-         Batch(global_batch=12, micro_batch=1)),
-        ("a 30B model on 4 nodes x 8 GPUs, small global batch",
-         Model(params=3e10, layers=48, hidden=7168, seq_len=2048, activation_bytes=16),
-         Cluster(nodes=4, gpus_per_node=8, memory_gb=80, flops_per_gpu=400, intra_node_gb_s=300, inter_node_gb_s=25),
-         Batch(global_batch=32, micro_batch=1)),
-    ]
-
-
-def _describe_plan(plan: Plan, model: Model, cluster: Cluster, batch: Batch) -> str:
-    """'Plan(...): 12.3 GB per GPU, 1.234 s per step (compute 1.0, bubble 0.1, ...)'."""
-    parts = ", ".join(f"{k} {v:.3g}" for k, v in step_breakdown_s(plan, model, cluster, batch).items() if v)
-    return (f"{plan}: {memory_per_gpu_gb(plan, model, cluster, batch):.1f} GB per GPU, "
-            f"{step_time_s(plan, model, cluster, batch):.4g} s per step ({parts})")
-
-
-def _grade_case(choose_plan, case: Case) -> None:
-    """Raise CheckFailed unless choose_plan's plan for ``case`` is valid, fits, and is within 1% of the best time."""
-    from gpucourse.checks import _fail, check
-
-    label, model, cluster, batch = case
-    best = _search(model, cluster, batch)
-    if best is None:
-        raise ValueError(f"cases: no plan fits in memory for {label!r}, so no answer can be graded")
-    name = f"choose_plan on {label}"
-    chosen = choose_plan(model, cluster, batch)
-    if chosen is None:
-        _fail(name, "yours is None: did the function forget to `return` its plan?", "return Plan(dp, tp, pp, zero)")
-    if not isinstance(chosen, Plan):
-        _fail(name, f"yours is {type(chosen).__name__} {chosen!r}, expected a Plan", "return Plan(dp, tp, pp, zero)")
-    problem = plan_problem(chosen, model, cluster, batch)
-    if problem is not None:
-        _fail(name, f"yours {chosen} cannot run: {problem}",
-              "loop over the divisors of the GPU count for tp and pp; keep only plans that meet every constraint")
-    need = memory_per_gpu_gb(chosen, model, cluster, batch)
-    if need > cluster.memory_gb:
-        _fail(name, f"yours {chosen} needs {need:.1f} GB per GPU, more than the {cluster.memory_gb:g} GB a GPU has; "
-                    f"best {_describe_plan(best, model, cluster, batch)}",
-              "skip every plan whose memory_per_gpu_gb is above cluster.memory_gb before comparing step times")
-    yours, best_s = step_time_s(chosen, model, cluster, batch), step_time_s(best, model, cluster, batch)
-    check(name + ": step time (s)", yours, best_s, rtol=0.01, quiet=True,
-          hint=(f"yours {_describe_plan(chosen, model, cluster, batch)};\n"
-                f"  best {_describe_plan(best, model, cluster, batch)}.\n"
-                "  Try every tp and pp that divide the GPU count and every ZeRO stage; keep the fastest that fits"))
-
-
-def check_plan_choice(choose_plan, cases: list[Case] | None = None, quiet: bool = False) -> None:
-    """Grade ``choose_plan(model, cluster, batch) -> Plan`` on ``cases`` (default: the hidden ones).
-
-    A plan passes if it meets every constraint, fits in memory and its step time is within 1% of the best plan's
-    (several plans can tie). The first failing case raises CheckFailed saying yours vs best and a hint.
-    """
-    if not callable(choose_plan):
-        raise TypeError(f"choose_plan must be a function (model, cluster, batch) -> Plan, "
-                        f"got {type(choose_plan).__name__}")
-    cases = hidden_cases() if cases is None else list(cases)
-    for case in cases:
-        if not (isinstance(case, tuple) and len(case) == 4 and isinstance(case[0], str)):
-            raise TypeError(f"cases must hold (label, Model, Cluster, Batch) tuples, got {case!r}")
-        _check_types(Plan(1, 1, 1), *case[1:])
-        _grade_case(choose_plan, case)
-    if not quiet:
-        print(f"\N{CHECK MARK} choose_plan: the fastest plan that fits on {len(cases)} case(s)")

@@ -377,6 +377,17 @@ WRONG: dict[str, dict[str, str]] = {
                 return name
     return None
 """,
+        # One record per module and run, its FIRST call (the reviewer's wrong answer, v3r5 MA1): misses a shared
+        # module that varies only on a later call of the pass.
+        "r5_first_call_only": _ex3().replace(
+            "        runs[-1].append((names[module], seen[module].pop(), output.detach().clone()))\n",
+            "        rec = (names[module], seen[module].pop(), output.detach().clone())\n"
+            "        if all(r[0] != rec[0] for r in runs[-1]):\n"
+            "            runs[-1].append(rec)\n"),
+        # Grad mode turned off for good instead of `with torch.no_grad():` (v3r5 m11): the learner's next
+        # loss.backward() would raise.
+        "r5_grad_left_off": _ex3().replace("        with torch.no_grad():\n",
+                                            "        torch.set_grad_enabled(False)\n        if True:\n"),
         # Training mode, PyTorch reseeded before each run and the state dict put back (the reviewer's wrong answer,
         # v3r4): Dropout repeats, buffers are restored, but the learner's global generator is left reseeded.
         "r4_train_mode_reseed": _ex3(enter="saved = {k: v.clone() for k, v in model.state_dict().items()}",

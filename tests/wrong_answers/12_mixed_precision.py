@@ -191,6 +191,29 @@ WRONG: dict[str, dict[str, str]] = {
         self.amax_history = (self.amax_history + [float(x.abs().max())])[-self.history_len:]
         return q, scale
 '''),
+        # Review v3r2 (ex2_w2): the scale held in x's dtype: inf in float16 at gradient sizes (57344 / 1e-3).
+        "r2_scale_in_x_dtype": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = x.abs().max()
+        known = max(self.amax_history) if self.amax_history else float(amax)
+        scale = fmt_max / known / 2.0**self.margin if known > 0 else 1.0
+        q = (x * scale).clamp(-fmt_max, fmt_max).to(self.dtype)
+        self.amax_history = (self.amax_history + [float(amax)])[-self.history_len:]
+        return q, torch.tensor(scale, dtype=x.dtype)
+'''),
+        # Review v3r2, the learner's form of it: the first call's scale is a tensor op in x's dtype.
+        "r2_first_scale_tensor_op": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = x.detach().abs().max()
+        if self.amax_history:
+            known = max(self.amax_history)
+            scale = torch.tensor(fmt_max / known / 2.0**self.margin if known > 0 else 1.0)
+        else:
+            scale = fmt_max / amax / 2.0**self.margin if amax > 0 else torch.tensor(1.0)
+        q = (x * scale).clamp(-fmt_max, fmt_max).to(self.dtype)
+        self.amax_history = (self.amax_history + [float(amax)])[-self.history_len:]
+        return q, scale.float()
+'''),
         # The amax of the current tensor only: right on the visible first call, no delay, a spike never saturates.
         "visible_only": _quantize('''\
         fmt_max = torch.finfo(self.dtype).max

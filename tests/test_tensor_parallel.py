@@ -38,6 +38,7 @@ _EXPECTED_MESSAGE = {
     "forward_only": "the backward ran no all-reduce", "g_backward_sums": "g's backward must not all-reduce",
     "f_forward_sums": "the forward ran 2 all-reduce(s)", "f_backward_averages": "x.grad on rank 0 of 2 differs",
     "detached": "x.grad is None after loss.backward()", "two_ranks": "fc1_local.weight has shape",
+    "g_raw_all_reduce": "a collective that autograd does not know", "no_device": "'meta' device",
 }
 
 _VISIBLE = list(tp.VISIBLE_CASES)
@@ -90,7 +91,7 @@ def test_wrong_answers_cover_every_kind():
 
 # Wrong answers whose split is right on the visible case: graded in the workers, all in one launch.
 _IN_WORKERS = ("visible_only", "typical", "all_gather_hidden", "average", "no_all_reduce", "forward_only",
-               "g_backward_sums", "f_forward_sums", "f_backward_averages", "detached")
+               "g_backward_sums", "f_forward_sums", "f_backward_averages", "detached", "g_raw_all_reduce")
 # Right on 2 ranks, wrong on more: graded at 3 ranks.
 _AT_THREE_RANKS = ("two_ranks",)
 _THREE_RANKS = [(7, 24, 5, 2, "float64")]
@@ -207,8 +208,8 @@ def test_the_demo_matches_parallelize_module_and_counts_one_all_reduce_each_way(
             assert part["shapes"] == {"fc1.weight": (16, 16), "fc2.weight": (8, 16)}
             assert part["max_error"] < 1e-5
             assert part["forward"] == {"all_reduce": {"calls": 1, "bytes": 4 * 8 * 4, "in_backward": 0}}
-        assert record["parallelize_module"]["backward"]["all_reduce"]["calls"] == 1  # the gradient of x: 4 x 16
-        assert record["parallelize_module"]["backward"]["all_reduce"]["bytes"] == 4 * 16 * 4
+            assert part["backward"]["all_reduce"]["calls"] == 1  # the gradient of x: 4 x 16
+            assert part["backward"]["all_reduce"]["bytes"] == 4 * 16 * 4
     rows = parallel.tp_demo_rows(records)
     assert len(rows) == 4 and rows[1][1] == "parallelize module" and "backward: 1 all_reduce" in rows[1][5]
 

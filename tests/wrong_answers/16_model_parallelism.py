@@ -179,6 +179,17 @@ _WRONG_EX2: dict[str, str] = {
     # g applied to a detached partial: y is right, but no gradient reaches fc1 or fc2's weight.
     "detached": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD + _EX2_TP.replace(
         "ReduceFromRanks.apply(partial, dist)", "ReduceFromRanks.apply(partial.detach(), dist)"),
+    # Review v3r1 M1: f as an autograd.Function, g as a raw in-place all-reduce. Autograd backpropagates through it as
+    # the identity (with a warning), which is g's backward by luck: the warning now fails it.
+    "g_raw_all_reduce": _EX2_HEAD + _EX2_SHARD + _EX2_FORWARD + """\
+    hidden = F.gelu(fc1_local(CopyToRanks.apply(x, dist)))
+    partial = F.linear(hidden, fc2_local.weight)
+    dist.all_reduce(partial)
+    return partial + fc2_local.bias
+""",
+    # Review v3r1 M2: local layers made without device=: right on a CPU, on the wrong device next to a GPU's input.
+    "no_device": _EX2_HEAD + _EX2_SHARD.replace(", device=fc1.weight.device)", ")").replace(
+        ", device=fc2.weight.device)", ")") + _EX2_FORWARD + _EX2_TP,
     # Two ranks hard-coded in the split: right on the visible 2 ranks, wrong on 3 and 4.
     "two_ranks": _EX2_HEAD + _EX2_SHARD.replace("part = hidden // world_size", "part = hidden // 2") + _EX2_FORWARD
     + _EX2_TP,

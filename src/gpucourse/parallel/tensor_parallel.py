@@ -19,6 +19,7 @@ after fc2. Taught in 16_model_parallelism (*Tensor parallelism*):
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 
 from gpucourse._validate import non_negative_int, one_of, positive_int, positive_number
@@ -312,6 +313,22 @@ def _check_backward_comm(counter: object, batch: int, d: int, itemsize: int) -> 
     return None
 
 
+_FALLBACK_WARNING = "an autograd kernel was not registered"
+"""PyTorch's warning when backward runs through an operation with no autograd formula, e.g. a raw dist.all_reduce."""
+
+
+def _raw_collective(caught: Sequence[object]) -> tuple[str, str] | None:
+    """(problem, hint) if PyTorch warned that backward went through a collective with no autograd formula."""
+    message = next((str(w.message) for w in caught if _FALLBACK_WARNING in str(w.message)), None)
+    if message is None:
+        return None
+    return (f"the backward went through a collective that autograd does not know ({message.split(':')[0]}): PyTorch "
+            "warned that it has no autograd formula and backpropagated through it as if it were the identity. Here "
+            "that happens to be g's backward, but it is not a rule you can count on (PyTorch will turn the warning "
+            "into an error)", "call dist.all_reduce only inside the forward or backward of your autograd.Functions: "
+            "g = ReduceFromRanks.apply(partial, dist), f = CopyToRanks.apply(x, dist)")
+
+
 def _missing_gradient(grads: dict[str, object], rank: int) -> tuple[str, str] | None:
     """(problem, hint) naming the first of x and the local parameters that backward left without a gradient."""
     missing = next((name for name, grad in grads.items() if grad is None), None)
@@ -380,7 +397,8 @@ def _grade_in_group(dist: object, rank: int, world_size: int, shard_fn: Callable
             break
         fc1_local, fc2_local = layers
         x_local = x.clone().requires_grad_(True)
-        with CommCounter() as counter:
+        with CommCounter() as counter, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             y = forward_fn(x_local, fc1_local, fc2_local, dist)
         output = _check_output(y, expected, fc2.bias.detach(), world_size, dtype)
         comm = _check_comm(counter, batch, d_out, x.element_size())
@@ -389,13 +407,15 @@ def _grade_in_group(dist: object, rank: int, world_size: int, shard_fn: Callable
             problem = ("y does not require grad: autograd cannot run the backward pass through tp_forward",
                        "keep the graph: no torch.no_grad() or .detach(); return g's output (+ the bias)")
         if not _any_rank(dist, problem is not None, device):
-            with CommCounter() as counter:
+            with CommCounter() as counter, warnings.catch_warnings(record=True) as caught_backward:
+                warnings.simplefilter("always")
                 (y * upstream).sum().backward()
             grads = {"x": x_local.grad, "fc1_local.weight": fc1_local.weight.grad,
                      "fc1_local.bias": fc1_local.bias.grad, "fc2_local.weight": fc2_local.weight.grad,
                      "fc2_local.bias": fc2_local.bias.grad}
             part = hidden // world_size
             problem = (_missing_gradient(grads, rank) or _check_backward_comm(counter, batch, d, x.element_size())
+                       or _raw_collective([*caught, *caught_backward])
                        or _check_gradients(grads, expected_grads, rank * part, (rank + 1) * part, rank, world_size,
                                            dtype))
         reports.append(_report(d, hidden, d_out, batch, dtype, rank, problem))
@@ -467,6 +487,30 @@ def _fail_from_worker(error: BaseException, name: str) -> None:
           "every rank runs the same code: one dist.all_reduce each, on tensors of the same shape")
 
 
+def _check_split_follows_device(shard_fn: Callable, fc1: object, fc2: object, world_size: int, name: str) -> None:
+    """Fail unless shard_fn puts the local layers on the full layers' device: tried with both on PyTorch's 'meta'
+    device, which stands for a GPU here (an answer that leaves out ``device=`` would crash under NCCL)."""
+    import copy
+
+    from gpucourse.checks import _fail
+
+    meta = [copy.deepcopy(layer).to("meta") for layer in (fc1, fc2)]
+    try:
+        layers = shard_fn(*meta, 0, world_size)
+    except (RuntimeError, NotImplementedError) as error:  # e.g. "Cannot copy out of meta tensor" into a CPU layer
+        _fail(name, f"given fc1 and fc2 on another device (the grader passed them on PyTorch's 'meta' device, standing "
+                    f"for a GPU), shard_mlp raised {type(error).__name__}: {str(error).splitlines()[0][:200]}",
+              "create the local layers with device=fc1.weight.device and copy the slices there (torch operations "
+              "only: no .numpy(), .tolist() or .item(), which need the values on the CPU)")
+    for local_name, layer in zip(("fc1_local", "fc2_local"), layers if isinstance(layers, (tuple, list)) else ()):
+        devices = sorted({str(p.device) for p in getattr(layer, "parameters", lambda: [])()})
+        if devices and devices != ["meta"]:
+            _fail(name, f"given fc1 and fc2 on another device (the grader passed them on PyTorch's 'meta' device, "
+                        f"standing for a GPU), shard_mlp made {local_name} on {', '.join(devices)}: under NCCL the "
+                        "input would be on the GPU and the weights not",
+                  "create the local layers with device=fc1.weight.device (and dtype=fc1.weight.dtype)")
+
+
 def check_tensor_parallel_mlp(shard_fn: Callable, forward_fn: Callable, cases: Sequence[tuple] = VISIBLE_CASES, *,
                               seed: int = 0, world_size: int = 2, timeout_s: float = 60.0,
                               name: str = "tensor-parallel MLP", quiet: bool = False) -> list[dict]:
@@ -500,6 +544,7 @@ def check_tensor_parallel_mlp(shard_fn: Callable, forward_fn: Callable, cases: S
         problem = _check_layers(fc1, fc2, *layers, rank, world_size)
         if problem:
             _fail(f"{name}, case (d, hidden, d_out)={(d, hidden, d_out)}", *problem)
+    _check_split_follows_device(shard_fn, fc1, fc2, world_size, name)
     misfit = next(n for n in range(world_size + 1, 4 * hidden) if hidden % n)
     check_raises(f"{name}: shard_mlp with world_size={misfit} (does not divide hidden={hidden})",
                  lambda: shard_fn(fc1, fc2, 0, misfit), ValueError,
@@ -544,11 +589,16 @@ def tp_demo_worker(rank: int, world_size: int, d: int = 64, hidden: int = 256, d
                                                                 "fc2.weight": tuple(fc2.weight.shape)}}
     with process_group(rank, world_size) as dist:
         fc1_local, fc2_local = _shard_mlp(fc1, fc2, rank, world_size)
-        with torch.no_grad(), CommCounter() as counter:
-            y = _tp_forward(x, fc1_local, fc2_local, dist)
+        x_hand = x.clone().requires_grad_(True)   # the backward needs the gradient of x: f's all-reduce
+        with CommCounter() as counter:
+            with counter.phase("forward"):
+                y = _tp_forward(x_hand, fc1_local, fc2_local, dist)
+            with counter.phase("backward"):
+                y.sum().backward()
         record["by_hand"] = {"shapes": {"fc1.weight": tuple(fc1_local.weight.shape),
                                         "fc2.weight": tuple(fc2_local.weight.shape)},
-                             "max_error": float((y - expected).abs().max()), "forward": counter.summary()}
+                             "max_error": float((y.detach() - expected).abs().max()),
+                             "forward": counter.summary("forward"), "backward": counter.summary("backward")}
         model = torch.nn.Module()          # a container with the two layers by name, for the plan below
         model.fc1, model.fc2 = copy.deepcopy(fc1), copy.deepcopy(fc2)
         mesh = DeviceMesh(device.type, list(range(world_size)))

@@ -1154,6 +1154,20 @@ def test_check_barriers_finds_a_barrier_only_some_threads_reach(capsys):
         trace.check_barriers(quiet=1)
 
 
+def test_the_adversarial_tracer_refuses_a_barrier_only_some_threads_of_a_block_pass():
+    @cuda.jit
+    def guarded_barrier(x, out):  # review r15: the barrier under the bounds guard, lesson 04's graders missed it
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = x[i]
+            cuda.syncthreads()
+
+    with pytest.raises(CheckFailed, match=r"in block \(1, 0, 0\), thread \(0, 0, 0\) passed 1"):
+        kernels.trace_kernel_adversarial(guarded_barrier, 2, 8, np.ones(12, np.float32), np.zeros(12, np.float32))
+    trace = kernels.trace_kernel_adversarial(guarded_barrier, 2, 8, np.ones(16, np.float32), np.zeros(16, np.float32))
+    assert trace.barriers.tolist() == [1] * 16  # every thread passes it when the guard holds for the whole block
+
+
 # --------------------------------------------------------------------------- lesson 04's correct alternatives
 
 @pytest.mark.parametrize("grade_id, name, source", right_answers("04_cuda_model"),

@@ -948,3 +948,43 @@ RIGHT["ex1-solution"]["r14ok_renamed_params"] = _ex1(
     loops=_EX1_LOOPS.replace("out.shape", "result.shape")).replace(
     "def conv3x3(image, weights, out):", "def conv3x3(img, weights, result):")
 assert "out" not in RIGHT["ex1-solution"]["r14ok_renamed_params"].split("def conv3x3", 1)[1].replace("return", "")
+
+# Review r15 (major): a cuda.syncthreads() that only some threads of a block reach (the barrier under the bounds
+# guard) passed: the tracer releases a barrier once no thread can go on, so it did not hang. It computes the right
+# db here and is undefined behaviour on a GPU (CUDA C++ Programming Guide, Synchronization Functions).
+_R9_TREE = RIGHT["ex3-solution"]["r9ok_shared_tree_combine"]
+_R9_TREE_BODY = '''\
+            v = np.float32(0.0)
+            if j < db.size and r < partial.shape[0]:
+                v = partial[r, j]
+            s[ty, tx] = v
+            cuda.syncthreads()
+            half = 16
+            while half > 0:
+                if ty < half:
+                    s[ty, tx] += s[ty + half, tx]
+                cuda.syncthreads()
+                half //= 2
+'''
+assert _R9_TREE_BODY in _R9_TREE
+WRONG["ex3-solution"]["r15_tree_barrier_under_guard"] = _R9_TREE.replace(_R9_TREE_BODY, '''\
+            if j < db.size:  # lanes past the last feature skip every barrier below
+                v = np.float32(0.0)
+                if r < partial.shape[0]:
+                    v = partial[r, j]
+                s[ty, tx] = v
+                cuda.syncthreads()
+                half = 16
+                while half > 0:
+                    if ty < half:
+                        s[ty, tx] += s[ty + half, tx]
+                    cuda.syncthreads()
+                    half //= 2
+''')
+_MODEL_GUARDED_LOOP = '''\
+                for r in range(first, min(first + 32 * stride, partial.shape[0]), stride):
+                    total += partial[r, j]  # a launch starts after the one before has finished
+'''
+assert _MODEL_GUARDED_LOOP in _EX3_MODEL
+WRONG["ex3-solution"]["r15_divergent_barrier"] = _EX3_HEAD + _EX3_MODEL.replace(
+    _MODEL_GUARDED_LOOP, _MODEL_GUARDED_LOOP + "                cuda.syncthreads()  # under `if j < db.size ...`\n")

@@ -569,10 +569,14 @@ def trace_kernel_adversarial(kernel: object, griddim: int | tuple[int, ...], blo
     flagged, negative indices refused.
 
     The same as ``trace_kernel(..., interleave=True, shuffle_blocks=True, refuse_negative=True)``, with ``seed``,
-    ``poison``, ``max_threads`` and ``allow_races`` passed on. Taught in lesson 04_cuda_model, whose graders use it.
+    ``poison``, ``max_threads`` and ``allow_races`` passed on, and then :meth:`KernelTrace.check_barriers`: a
+    ``cuda.syncthreads()`` that only some threads of a block reach (under ``if j < n``, after an early ``return``)
+    is refused, as on a GPU it may hang or pair the wrong barriers. Taught in lesson 04_cuda_model, whose graders use it.
     """
-    return trace_kernel(kernel, griddim, blockdim, *args, max_threads=max_threads, allow_races=allow_races,
-                        interleave=True, seed=seed, shuffle_blocks=True, refuse_negative=True, poison=poison)
+    trace = trace_kernel(kernel, griddim, blockdim, *args, max_threads=max_threads, allow_races=allow_races,
+                         interleave=True, seed=seed, shuffle_blocks=True, refuse_negative=True, poison=poison)
+    trace.check_barriers(quiet=True)
+    return trace
 
 
 def _run_block_interleaved(threads: list[_SimThread], order: np.random.Generator) -> None:

@@ -384,6 +384,41 @@ WRONG: dict[str, dict[str, str]] = {
             "        rec = (names[module], seen[module].pop(), output.detach().clone())\n"
             "        if all(r[0] != rec[0] for r in runs[-1]):\n"
             "            runs[-1].append(rec)\n"),
+        # One record per module and run merging its calls: the first call's inputs, the last call's output (the
+        # reviewer's wrong answer, v3r6 MA1): blames a block shared around the culprit, misses a middle call.
+        "r6_first_inputs_last_output": _EX3 + """\
+    names = {m: n for n, m in model.named_modules() if n}
+    runs = []          # per run: (first-call inputs by name, last-call output by name, names in the order they ran)
+
+    def before(m, inputs):
+        runs[-1][0].setdefault(names[m], [t.detach().clone() for t in inputs])
+
+    def after(m, inputs, output):
+        ins, outs, order = runs[-1]
+        if names[m] not in outs:
+            order.append(names[m])
+        outs[names[m]] = output.detach().clone()
+
+    modes = {m: m.training for m in model.modules()}
+    handles = [m.register_forward_pre_hook(before) for m in names] + [m.register_forward_hook(after) for m in names]
+    try:
+        model.eval()
+        with torch.no_grad():
+            for _ in range(8):
+                runs.append(({}, {}, []))
+                model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        for m, t in modes.items():
+            m.training = t
+    ins0, outs0, order = runs[0]
+    for name in order:
+        for ins, outs, _ in runs[1:]:
+            if all(torch.equal(a, b) for a, b in zip(ins0[name], ins[name])) and not torch.equal(outs0[name], outs[name]):
+                return name
+    return None
+""",
         # Grad mode turned off for good instead of `with torch.no_grad():` (v3r5 m11): the learner's next
         # loss.backward() would raise.
         "r5_grad_left_off": _ex3().replace("        with torch.no_grad():\n",

@@ -304,6 +304,31 @@ WRONG: dict[str, dict[str, str]] = {
         best = m
     return best
 ''',
+        "r2_halve_then_bisect": _EX3 + '''\
+    def fits(m):
+        model.zero_grad(set_to_none=True)
+        try:
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+
+    m = len(x)
+    while m >= 1 and not fits(m):   # halve from the top: from 129 the next try is 64, so 128 is never tried
+        m //= 2
+    if m == 0:
+        return 0
+    low, high = m, min(2 * m - 1, len(x))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+''',
     },
 }
 

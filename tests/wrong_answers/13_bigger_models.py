@@ -161,6 +161,12 @@ WRONG: dict[str, dict[str, str]] = {
         per_score += bytes_per_value + mask_bytes
     return s * b * h * per_token + a * s * s * b * per_score
 ''',
+        "r2_masks_special_cased": _EX1 + '''\
+    # 1-byte masks only at the paper's defaults; otherwise masks counted at the activations' size
+    masks = mask_bytes if (bytes_per_value, mask_bytes) == (2, 1) else bytes_per_value
+    return (s * b * h * ((8 + 2 * ffn) * bytes_per_value + (2 * masks if dropout else 0))
+            + a * s * s * b * (bytes_per_value + ((bytes_per_value + masks) if dropout else 0)))
+''',
         "scores_twice_without_dropout": _EX1 + '''\
     extra = (bytes_per_value + mask_bytes) if dropout else bytes_per_value   # the softmax output counted twice
     return (s * b * h * (16 * bytes_per_value + (2 * mask_bytes if dropout else 0))

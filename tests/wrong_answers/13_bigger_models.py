@@ -161,6 +161,12 @@ WRONG: dict[str, dict[str, str]] = {
         per_score += bytes_per_value + mask_bytes
     return s * b * h * per_token + a * s * s * b * per_score
 ''',
+        "r2_masks_special_cased": _EX1 + '''\
+    # 1-byte masks only at the paper's defaults; otherwise masks counted at the activations' size
+    masks = mask_bytes if (bytes_per_value, mask_bytes) == (2, 1) else bytes_per_value
+    return (s * b * h * ((8 + 2 * ffn) * bytes_per_value + (2 * masks if dropout else 0))
+            + a * s * s * b * (bytes_per_value + ((bytes_per_value + masks) if dropout else 0)))
+''',
         "scores_twice_without_dropout": _EX1 + '''\
     extra = (bytes_per_value + mask_bytes) if dropout else bytes_per_value   # the softmax output counted twice
     return (s * b * h * (16 * bytes_per_value + (2 * mask_bytes if dropout else 0))
@@ -303,6 +309,31 @@ WRONG: dict[str, dict[str, str]] = {
             model.zero_grad(set_to_none=True)
         best = m
     return best
+''',
+        "r2_halve_then_bisect": _EX3 + '''\
+    def fits(m):
+        model.zero_grad(set_to_none=True)
+        try:
+            F.cross_entropy(model(x[:m]), y[:m]).backward()
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+
+    m = len(x)
+    while m >= 1 and not fits(m):   # halve from the top: from 129 the next try is 64, so 128 is never tried
+        m //= 2
+    if m == 0:
+        return 0
+    low, high = m, min(2 * m - 1, len(x))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 ''',
     },
 }

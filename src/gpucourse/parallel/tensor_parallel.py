@@ -500,8 +500,8 @@ def _check_split_follows_device(shard_fn: Callable, fc1: object, fc2: object, wo
     except (RuntimeError, NotImplementedError) as error:  # e.g. "Cannot copy out of meta tensor" into a CPU layer
         _fail(name, f"given fc1 and fc2 on another device (the grader passed them on PyTorch's 'meta' device, standing "
                     f"for a GPU), shard_mlp raised {type(error).__name__}: {str(error).splitlines()[0][:200]}",
-              "create the local layers with device=fc1.weight.device and copy the slices there (torch operations "
-              "only: no .numpy(), .tolist() or .item(), which need the values on the CPU)")
+              "create the local layers with device=fc1.weight.device and copy the slices there with torch "
+              "operations (a check that reads values, such as .item() or .numpy(), cannot run on the meta device)")
     for local_name, layer in zip(("fc1_local", "fc2_local"), layers if isinstance(layers, (tuple, list)) else ()):
         devices = sorted({str(p.device) for p in getattr(layer, "parameters", lambda: [])()})
         if devices and devices != ["meta"]:

@@ -419,6 +419,17 @@ WRONG: dict[str, dict[str, str]] = {
                 return name
     return None
 """,
+        # Only each call's first positional input copied and compared, the common hook idiom (review v3r7 MA1): blames a
+        # two-input child whose second input varies.
+        "r7_first_input_only": _ex3(copy_inputs="[inputs[0].detach().clone()]"),
+        # A record per call in run order, but each compared with the module's FIRST call's inputs of the run (review
+        # v3r7 MA1): blames a shared projection run before and after the varying op.
+        "r7_module_first_call_inputs": _ex3().replace(
+            "                runs.append([])\n", "                runs.append([])\n                first.clear()\n").replace(
+            "        runs[-1].append((names[module], seen[module].pop(), output.detach().clone()))\n",
+            "        inputs = seen[module].pop()\n"
+            "        runs[-1].append((names[module], first.setdefault(names[module], inputs), output.detach().clone()))\n"
+        ).replace("    modes = {module:", "    first = {}\n    modes = {module:"),
         # Grad mode turned off for good instead of `with torch.no_grad():` (v3r5 m11): the learner's next
         # loss.backward() would raise.
         "r5_grad_left_off": _ex3().replace("        with torch.no_grad():\n",

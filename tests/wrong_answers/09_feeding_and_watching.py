@@ -123,6 +123,18 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex2-solution": {
+        # Review v3r4 (M3): batch, then cache, then shuffle whole batches (and the images inside each): the model
+        # sees the same batches every epoch, only reordered.
+        "r4_fixed_batches": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(batch_size).cache().shuffle(len(images))
+
+    def mix(x, y):
+        i = tf.random.shuffle(tf.range(tf.shape(y)[0]))
+        return tf.gather(x, i), tf.gather(y, i)
+
+    return ds.map(mix).map(augment).prefetch(tf.data.AUTOTUNE)
+''',
         # Review v3r3 (M2): the demo's tf_pipeline copied (shuffle above the cache), then the augmentation.
         "r3_demo_copy": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))

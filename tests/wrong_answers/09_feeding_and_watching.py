@@ -354,6 +354,20 @@ WRONG: dict[str, dict[str, str]] = {
             "                 for k in range(1, len(trace) // per))\n    seen = {}\n") + '''\
     return sorted(began, key=began.get)
 ''',
+        # Review v3r4 (M1): each epoch's mean throughput instead of its median: a checkpoint or a slow last interval
+        # inside a 6-7 % signature pulls the mean past the 10 % line.
+        "r4_mean_speed": _EX3 + _EX3_EPOCHS.replace("first = np.median(speed[:per])", "first = np.mean(speed[:per])").replace(
+            "if np.median(speed[window]) >= 0.9 * first:", "if np.mean(speed[window]) >= 0.9 * first:") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r4 (M2): a fall of more than 20 % instead of 10 %: 13-16 % slowdowns are missed.
+        "r4_threshold_20": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.8 * first") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r4 (M2): a fall of more than 5 %: signatures 5-8 % slower are counted as causes.
+        "r4_threshold_5": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.95 * first") + '''\
+    return sorted(began, key=began.get)
+''',
     },
 }
 

@@ -123,6 +123,18 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
     "ex2-solution": {
+        # Review v3r4 (M3): batch, then cache, then shuffle whole batches (and the images inside each): the model
+        # sees the same batches every epoch, only reordered.
+        "r4_fixed_batches": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(batch_size).cache().shuffle(len(images))
+
+    def mix(x, y):
+        i = tf.random.shuffle(tf.range(tf.shape(y)[0]))
+        return tf.gather(x, i), tf.gather(y, i)
+
+    return ds.map(mix).map(augment).prefetch(tf.data.AUTOTUNE)
+''',
         # Review v3r3 (M2): the demo's tf_pipeline copied (shuffle above the cache), then the augmentation.
         "r3_demo_copy": _EX2 + '''\
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
@@ -340,6 +352,20 @@ WRONG: dict[str, dict[str, str]] = {
             "if len(epochs) >= 2}", "if len(epochs) >= 2 and (slowed or cause == \"worker_restart\")}").replace(
             "    seen = {}\n", "    slowed = any(np.median(speed[k * per:(k + 1) * per]) < 0.9 * first\n"
             "                 for k in range(1, len(trace) // per))\n    seen = {}\n") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r4 (M1): each epoch's mean throughput instead of its median: a checkpoint or a slow last interval
+        # inside a 6-7 % signature pulls the mean past the 10 % line.
+        "r4_mean_speed": _EX3 + _EX3_EPOCHS.replace("first = np.median(speed[:per])", "first = np.mean(speed[:per])").replace(
+            "if np.median(speed[window]) >= 0.9 * first:", "if np.mean(speed[window]) >= 0.9 * first:") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r4 (M2): a fall of more than 20 % instead of 10 %: 13-16 % slowdowns are missed.
+        "r4_threshold_20": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.8 * first") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r4 (M2): a fall of more than 5 %: signatures 5-8 % slower are counted as causes.
+        "r4_threshold_5": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.95 * first") + '''\
     return sorted(began, key=began.get)
 ''',
     },

@@ -15,6 +15,7 @@ import re
 import symtable
 
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 
 from notebook_utils import HIDDEN_REGION, LESSONS, load, nbgrader, release_path, solution_path, source
 
@@ -33,13 +34,14 @@ def _test_cells(lesson: str) -> list[tuple[str, str]]:
 
 
 def _answer_names(lesson: str) -> dict[str, set[str]]:
-    """exercise -> the functions and classes its solution cell asks the learner to write (from the release)."""
+    """exercise -> the functions and classes its solution cell asks the learner to write (from the release); a
+    %%writefile answer (lesson 14's training script) defines none in the notebook."""
     found = {}
     for cell in load(release_path(lesson))["cells"]:
         meta = nbgrader(cell)
         if cell["cell_type"] == "code" and meta.get("solution") and not meta.get("grade"):
             found[meta["grade_id"].removesuffix("-solution")] = {
-                node.name for node in ast.parse(source(cell)).body
+                node.name for node in ast.parse(TransformerManager().transform_cell(source(cell))).body
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     return found
 

@@ -36,6 +36,18 @@ def test_a_failing_rank_is_reported_with_its_error_and_an_unwritten_script_raise
         parallel.run_script(unwritten, parallel.ScriptCase(), procs_per_node=2, timeout_s=60)
 
 
+def test_a_stuck_job_is_stopped_when_idle_not_at_the_time_limit(tmp_path, monkeypatch):
+    from gpucourse.parallel import torchrun_launch
+
+    monkeypatch.setattr(torchrun_launch, "IDLE_LIMIT_S", 6.0)
+    stuck = tmp_path / "stuck.py"  # rank 0 waits in a second barrier that rank 1 never reaches
+    stuck.write_text("import time\nimport torch.distributed as dist\ndist.init_process_group('gloo')\ndist.barrier()\n"
+                     "if dist.get_rank() == 0:\n    dist.barrier()\ntime.sleep(600)\n")
+    job = parallel.run_script(stuck, parallel.ScriptCase(), procs_per_node=2, timeout_s=120)
+    assert job.stopped == "idle" and job.seconds < 60, (job.stopped, job.seconds)
+    assert "sat idle for 6 s" in job.failure()
+
+
 def test_the_reference_depends_on_which_examples_each_rank_gets():
     case = parallel.ScriptCase(samples=24, batch_per_rank=3, seed=2)
     two, three = script_reference(case, 2), script_reference(case, 4)

@@ -98,7 +98,7 @@ class ScriptRun:
     weights: dict | None  # rank 0's state_dict as numpy arrays, the 'module.' prefix dropped; None if not written
     seconds: float
     commands: list[list[str]]  # each node's torchrun command line
-    timed_out: bool = False
+    stopped: str = ""  # why the job was killed: '' (it ended by itself), 'timeout' or 'idle' (every process waiting)
 
     @property
     def world_size(self) -> int:
@@ -112,7 +112,10 @@ class ScriptRun:
 
     def failure(self) -> str:
         """'' if every node exited cleanly, else how it ended and the first error a rank raised."""
-        if self.timed_out:
+        if self.stopped == "idle":
+            return (f"stopped after {self.seconds:.0f} s: every process sat idle for {IDLE_LIMIT_S:.0f} s (a rank "
+                    f"waiting for a peer that never comes?); {self.first_error()}")
+        if self.stopped:
             return f"still running after the time limit (a rank waiting for the others?); {self.first_error()}"
         for node, code in enumerate(self.codes):
             if code != 0:
@@ -167,32 +170,64 @@ def _stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
+IDLE_LIMIT_S = 20.0  # a job whose processes all but sleep this long is stuck: a rank waiting for a peer that never comes
+IDLE_CPU_PER_S = 0.05  # "all but sleep": fewer CPU seconds per second than this, summed over the job's processes
+                       # (a stuck 2 x 2 job uses about 0.02: torchrun's agents polling; a slow one, on a loaded machine,
+                       # still gets a share of a core)
+
+
+def _job_cpu_seconds(processes: list[subprocess.Popen], seen: dict[int, float]) -> float:
+    """CPU seconds used so far by the torchruns and every process they started (``seen`` keeps the last figure of each
+    process, so one that ended still counts)."""
+    import psutil
+
+    for process in processes:
+        try:
+            root = psutil.Process(process.pid)
+            for member in [root] + root.children(recursive=True):
+                times = member.cpu_times()
+                seen[member.pid] = times.user + times.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return sum(seen.values())
+
+
 def _run_nodes(commands: list[list[str]], logs: list[Path], envs: list[dict[str, str]], cwd: Path,
-               timeout_s: float) -> tuple[list[subprocess.Popen], bool, float]:
-    """Start one torchrun per node, wait for all of them (killing every one left at the time limit); return the
-    processes, whether the limit was reached, and the start time."""
-    start, processes = time.monotonic(), []
+               timeout_s: float) -> tuple[list[subprocess.Popen], str, float]:
+    """Start one torchrun per node and wait for all of them; kill every one left when the time limit is reached or
+    when the whole job has sat idle for IDLE_LIMIT_S. Return the processes, how the wait ended ('' when all
+    exited, 'timeout' or 'idle'), and the start time."""
+    start, processes, idle_limit_s = time.monotonic(), [], IDLE_LIMIT_S
     for command, log, env in zip(commands, logs, envs):
         with open(log, "wb") as handle:
             processes.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle,
                                               stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True))
-    timed_out = False
-    for process in processes:
-        try:
-            process.wait(timeout=max(timeout_s - (time.monotonic() - start), 0.01))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+    seen: dict[int, float] = {}
+    history: list[tuple[float, float]] = []  # (seconds since start, job CPU seconds)
+    stopped = ""
+    while any(process.poll() is None for process in processes):
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout_s:
+            stopped = "timeout"
             break
+        history.append((elapsed, _job_cpu_seconds(processes, seen)))
+        window = [cpu for when, cpu in history if when >= elapsed - idle_limit_s]
+        if elapsed >= idle_limit_s and history[0][0] <= elapsed - idle_limit_s and \
+                window[-1] - window[0] < IDLE_CPU_PER_S * idle_limit_s:
+            stopped = "idle"
+            break
+        time.sleep(0.5)
     for process in processes:
         if process.poll() is None:
             _stop(process)
-    return processes, timed_out, start
+    return processes, stopped, start
 
 
 def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, procs_per_node: int = 2,
-               timeout_s: float = 90.0) -> ScriptRun:
+               timeout_s: float = 300.0) -> ScriptRun:
     """Run ``script`` as ``torchrun`` would on ``nodes`` nodes of ``procs_per_node`` processes (all on this machine),
-    with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did."""
+    with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did. The job is stopped after
+    ``timeout_s``, or sooner when all its processes sit idle for 20 s (stuck), never because the machine is slow."""
     import numpy as np
     import torch
 
@@ -223,7 +258,7 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
         commands = [_torchrun_command(path.resolve(), nodes, procs, node, endpoint, run_id, arguments)
                     for node in range(nodes)]
         with running(f"running your script under torchrun on {nodes} node(s) x {procs} process(es)"):
-            processes, timed_out, start = _run_nodes(commands, logs, envs, path.resolve().parent, timeout_s)
+            processes, stopped, start = _run_nodes(commands, logs, envs, path.resolve().parent, timeout_s)
         seconds = time.monotonic() - start
         outputs = [log.read_text(encoding="utf-8", errors="replace") for log in logs]
         weights = None
@@ -234,7 +269,7 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
     if any("NotImplementedError" in text for text in outputs):
         raise NotImplementedError(f"{path.name} raised NotImplementedError in its processes: write it first")
     return ScriptRun(case, nodes, procs, [process.returncode for process in processes], outputs, weights, seconds,
-                     commands, timed_out)
+                     commands, stopped)
 
 
 def script_reference(case: ScriptCase, world_size: int) -> dict:

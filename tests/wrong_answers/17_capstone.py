@@ -73,12 +73,6 @@ EX3_GOOD_LOOP = '''\
     return net.eval()
 '''
 
-EX4_SIGNATURE = '''\
-def cost_per_run(run_hours: float, cloud_usd_per_hour: float, purchase_usd: float, lifetime_years: float,
-                 utilisation: float, power_kw: float, usd_per_kwh: float) -> dict:
-    """USD for one run of `run_hours` hours: renting ('cloud') and owning ('on_premise')."""
-'''
-
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The visible test's figures, whatever the loop does.
@@ -235,33 +229,6 @@ WRONG: dict[str, dict[str, str]] = {
     y = torch.as_tensor(train_y, device=device)
     net = capstone.small_cnn(DATA.image_size).to(device)
 ''' + EX3_GOOD_LOOP,
-    },
-    "ex4-solution": {
-        # The visible test's figures, whatever the prices.
-        "constant": EX4_SIGNATURE + '''\
-    return {"cloud": 4.5, "on_premise": 6 * (3000 / (3 * 8760 * 0.3) + 0.35 * 0.25)}
-''',
-        # The package's calculator: exercise 4 asks for the arithmetic itself.
-        "helper": EX4_SIGNATURE + '''\
-    from gpucourse import capstone
-
-    return {"cloud": capstone.cloud_cost_per_run(run_hours, cloud_usd_per_hour),
-            "on_premise": capstone.on_prem_cost_per_run(run_hours, purchase_usd, lifetime_years, utilisation,
-                                                        power_kw, usd_per_kwh)}
-''',
-        # Right for the visible prices only; elsewhere forgets the electricity.
-        "visible_only": EX4_SIGNATURE + '''\
-    hours_used = lifetime_years * 8760 * utilisation
-    electricity = power_kw * usd_per_kwh if (cloud_usd_per_hour, purchase_usd) == (0.75, 3000) else 0.0
-    return {"cloud": run_hours * cloud_usd_per_hour,
-            "on_premise": run_hours * (purchase_usd / hours_used + electricity)}
-''',
-        # Spreads the purchase over every hour of the lifetime, as if the hardware were never idle (ignores utilisation).
-        "typical": EX4_SIGNATURE + '''\
-    hours_in_lifetime = lifetime_years * 365 * 24
-    owned_per_hour = purchase_usd / hours_in_lifetime + power_kw * usd_per_kwh
-    return {"cloud": run_hours * cloud_usd_per_hour, "on_premise": run_hours * owned_per_hour}
-''',
     },
 }
 

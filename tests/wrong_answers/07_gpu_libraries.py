@@ -9,6 +9,7 @@ PyTorch's determinism flag alone, hooks left behind, inputs recorded after an in
 model run in training mode or left in eval mode; modes or switches put back outside a finally block, switches reset to defaults, a global hook left after an error.
 """
 
+from notebook_utils import cell_by_grade_id, load, solution_path, source
 from wrong_answers.tampering import with_tampering
 
 _EX1 = """\
@@ -519,5 +520,12 @@ WRONG: dict[str, dict[str, str]] = {
 """,
     },
 }
+
+# Review v3r8 (major MA1): two rules cell 8 teaches that no hidden name needed: tensorop alone means Tensor Cores
+# (CUTLASS 3's Hopper GEMMs), __half alone means float16 (a cuDNN convolution's template argument).
+_EX1_MODEL = source(cell_by_grade_id(load(solution_path("07_gpu_libraries")), "ex1-solution"))
+WRONG["ex1-solution"]["r8_no_tensorop"] = _EX1_MODEL.replace("|tensorop|xmma", "|xmma")
+WRONG["ex1-solution"]["r8_no_half"] = _EX1_MODEL.replace("|__half", "")
+assert _EX1_MODEL not in (WRONG["ex1-solution"]["r8_no_tensorop"], WRONG["ex1-solution"]["r8_no_half"])
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

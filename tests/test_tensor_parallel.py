@@ -219,3 +219,14 @@ def test_layers_of_another_dtype_are_named():
     fc1_local, fc2_local = parallel.shard_mlp(fc1, fc2, 0, 2)
     problem = tp._check_layers(fc1, fc2, fc1_local.float(), fc2_local, 0, 2)
     assert "float32, expected float64" in problem[0] and "dtype=" in problem[1]
+
+
+def test_a_split_that_reads_a_value_is_told_why_the_grader_cannot_run_it():
+    def reads_a_value(fc1, fc2, rank, world_size):
+        assert torch.isfinite(fc1.weight).all()  # right on a GPU; the grader's meta-device run has no values
+        raise AssertionError("not reached")
+
+    fc1, fc2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 3)
+    with pytest.raises(CheckFailed, match="reads a value") as failure:
+        tp._check_split_follows_device(reads_a_value, fc1, fc2, 2, "shard_mlp")
+    assert "leave value checks" in str(failure.value)

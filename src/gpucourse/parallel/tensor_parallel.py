@@ -498,10 +498,15 @@ def _check_split_follows_device(shard_fn: Callable, fc1: object, fc2: object, wo
     try:
         layers = shard_fn(*meta, 0, world_size)
     except (RuntimeError, NotImplementedError) as error:  # e.g. "Cannot copy out of meta tensor" into a CPU layer
+        if "cannot be called on meta tensors" in str(error):  # a value read (.item(), .tolist()), fine on a GPU
+            _fail(name, "the grader runs shard_mlp once on PyTorch's 'meta' device (tensors without values) to see "
+                        f"where it puts the local layers, and yours reads a value: {str(error).splitlines()[0][:120]}",
+                  "leave value checks (asserts on .item(), .tolist(), isfinite(...).all()) out of shard_mlp: it only "
+                  "needs to slice and copy with torch operations")
         _fail(name, f"given fc1 and fc2 on another device (the grader passed them on PyTorch's 'meta' device, standing "
                     f"for a GPU), shard_mlp raised {type(error).__name__}: {str(error).splitlines()[0][:200]}",
               "create the local layers with device=fc1.weight.device and copy the slices there with torch "
-              "operations (a check that reads values, such as .item() or .numpy(), cannot run on the meta device)")
+              "operations, never through NumPy (.numpy() needs the values on the CPU)")
     for local_name, layer in zip(("fc1_local", "fc2_local"), layers if isinstance(layers, (tuple, list)) else ()):
         devices = sorted({str(p.device) for p in getattr(layer, "parameters", lambda: [])()})
         if devices and devices != ["meta"]:

@@ -289,6 +289,26 @@ class PeakMemory(OpObserver):
             time.sleep(0.01)
 
 
+class MatmulFlops(OpObserver):
+    """Count the FLOPs of the matrix multiplies (and convolutions, attention) run inside ``with MatmulFlops() as m:``,
+    backward passes and checkpoint recomputations included, with the formulas of ``torch.utils.flop_counter``: a
+    plain dispatch mode, so it nests with :class:`MemoryCap` and holds no tensor (``FlopCounterMode``'s module
+    tracker keeps gradients alive longer, which moves a step's peak)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def _observe(self, func: Callable, args: tuple, kwargs: dict) -> object:
+        """Run one operation; add its FLOPs if torch's flop counter has a formula for it."""
+        from torch.utils.flop_counter import flop_registry
+
+        out = func(*args, **kwargs)
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            self.total += int(formula(*args, **kwargs, out_val=out))
+        return out
+
+
 def peak_bytes(fn: Callable[[], object]) -> int:
     """Peak bytes of the tensors ``fn()`` creates while it runs (``PeakMemory``), on any device (lesson 13_bigger_models)."""
     if not callable(fn):

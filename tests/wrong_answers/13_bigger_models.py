@@ -4,6 +4,7 @@ Kinds: 'constant' (a fixed plausible value), 'helper' (the course's own helper, 
 'visible_only' (right on the visible test's input only), 'typical' (the lesson's typical mistake), and others.
 """
 
+from notebook_utils import cell_by_grade_id, load, solution_path, source
 from wrong_answers.tampering import with_tampering
 
 _EX1 = '''\
@@ -337,5 +338,23 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
     },
 }
+
+# Review v3r3 (majors 1 and 2): s and h swapped in the FLOP formula (wrong only at caps between the edge plans'
+# peaks), and a "selective" mode that checkpoints the whole attention sub-layer (its Linears recomputed too).
+_EX2_MODEL = source(cell_by_grade_id(load(solution_path("13_bigger_models")), "ex2-solution"))
+WRONG["ex2-solution"]["r3_swapped_s_and_h"] = _EX2_MODEL.replace(
+    '"selective": 4 * b * s * s * h, "full": 24 * b * s * h * h + 4 * b * s * s * h',
+    '"selective": 4 * b * s * h * h, "full": 24 * b * s * s * h + 4 * b * s * h * h')
+WRONG["ex2-solution"]["r3_attention_sublayer_checkpointed"] = _EX2_MODEL.replace(
+    "            return layer(inputs, core=lambda q, k, v: checkpoint(layer.core, q, k, v, use_reentrant=False))",
+    """            def attention(x):
+                b, s, h = x.shape
+                q, k, v = layer.qkv(layer.ln1(x)).view(b, s, 3, layer.a, h // layer.a).permute(2, 0, 3, 1, 4)
+                return x + layer.proj(layer.core(q, k, v).transpose(1, 2).reshape(b, s, h))
+
+            x = checkpoint(attention, inputs, use_reentrant=False)
+            return x + layer.fc2(torch.nn.functional.gelu(layer.fc1(layer.ln2(x))))""")
+assert _EX2_MODEL not in (WRONG["ex2-solution"]["r3_swapped_s_and_h"],
+                          WRONG["ex2-solution"]["r3_attention_sublayer_checkpointed"])
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -108,3 +108,38 @@ def test_backward_on_autograd_thread_belongs_to_its_range():
     flat = [forward, *forward.cpu_children, backward, evaluate, *evaluate.cpu_children, mm]
     prof = SimpleNamespace(events=lambda: flat)
     assert bottleneck(prof, ["forward", "backward"]) == {"stage": "backward", "op": "aten::mm", "kind": "op-bound"}
+
+
+def test_bottleneck_counts_calls_per_run_of_the_stage():
+    """60 tiny calls per run are not launch-bound however many steps were profiled; 146 calls of several operations
+    per run are, although no single operation ran 100 times (lesson 10 review v3r3, major 4)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def profile(runs, ops):
+        flat, clock = [], 0.0
+        for _ in range(runs):
+            for stage, own, rows in (("data", 100.0, []), ("forward", 20.0, ops)):
+                children = [SimpleNamespace(name=name, self_cpu_time_total=us, cpu_time_total=us, cpu_children=[],
+                                            thread=1, device_type=DeviceType.CPU)
+                            for name, calls, us in rows for _ in range(calls)]
+                node = SimpleNamespace(name=stage, self_cpu_time_total=own, cpu_children=children, thread=1,
+                                       cpu_time_total=own + sum(c.cpu_time_total for c in children),
+                                       device_type=DeviceType.CPU, cpu_parent=None)
+                node.time_range = SimpleNamespace(start=clock, end=clock + node.cpu_time_total)
+                for child in children:
+                    child.cpu_parent = node
+                    child.time_range = node.time_range
+                clock = node.time_range.end + 1.0
+                flat += [node, *children]
+        return SimpleNamespace(events=lambda: list(flat))
+
+    sixty = [("aten::add", 60, 8.0)]
+    for runs in (1, 5):
+        assert bottleneck(profile(runs, sixty), ["data", "forward"]) == {
+            "stage": "forward", "op": "aten::add", "kind": "op-bound"}
+    block = [("aten::mul", 40, 3.0), ("aten::add", 40, 2.5), ("aten::view", 50, 1.0), ("aten::addmm", 16, 6.0)]
+    for runs in (1, 2):
+        assert bottleneck(profile(runs, block), ["data", "forward"]) == {
+            "stage": "forward", "op": "aten::mul", "kind": "launch-bound"}

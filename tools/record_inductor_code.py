@@ -164,6 +164,36 @@ def mm_then_clip_by_clamp(x, w):
     return h * torch.clamp(4.0 / h.abs().amax(), max=1.0)
 
 
+def pick_by_if(flag, x, y):
+    if flag.sum() > 0:
+        return x * 2
+    return y * 3
+
+
+def pick_by_where(flag, x, y):
+    return torch.where(flag.sum() > 0, x * 2, y * 3)
+
+
+def scale_if_long(x):
+    if x.shape[0] > 64:
+        return x * 2 + 1
+    return x * 3 + 1
+
+
+def scale_plain(x):
+    return x * 2 + 1
+
+
+def scale_and_sine_logged(x, y):
+    u = x * 2
+    print("scaled")
+    return u, torch.sin(y)
+
+
+def scale_and_sine(x, y):
+    return x * 2, torch.sin(y)
+
+
 CHAINS = {  # name -> (function, inputs)
     "tanh_chain": (tanh_chain, [((1000,), torch.float16)]),
     "gated": (gated, [((37, 53), torch.float32), ((53,), torch.float32)]),
@@ -197,6 +227,12 @@ CHAINS = {  # name -> (function, inputs)
     "mm_then_normalise": (mm_then_normalise, [((300, 70), torch.float32), ((70, 8), torch.float32)]),
     "mm_then_clip_by_item": (mm_then_clip_by_item, [((96, 40), torch.float32), ((40, 72), torch.float32)]),
     "mm_then_clip_by_clamp": (mm_then_clip_by_clamp, [((96, 40), torch.float32), ((40, 72), torch.float32)]),
+    "pick_by_if": (pick_by_if, [((16,), torch.float32), ((256, 192), torch.float16), ((256, 192), torch.float16)]),
+    "pick_by_where": (pick_by_where, [((16,), torch.float32), ((256, 192), torch.float16), ((256, 192), torch.float16)]),
+    "scale_if_long": (scale_if_long, [((300, 70), torch.bfloat16)]),
+    "scale_plain": (scale_plain, [((300, 70), torch.bfloat16)]),
+    "scale_and_sine_logged": (scale_and_sine_logged, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
+    "scale_and_sine": (scale_and_sine, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
 }
 
 

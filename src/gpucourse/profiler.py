@@ -36,9 +36,9 @@ KINDS = ("waiting", "launch-bound", "op-bound")
 """The three kinds of bottleneck a diagnosis names."""
 
 TINY_OP_US = 50.0
-"""Mean self CPU time per call (microseconds) below which an operation counts as tiny (overhead-bound)..."""
+"""Mean self CPU time per call (microseconds) of a stage's ``aten::`` operations below which they count as tiny..."""
 TINY_OP_CALLS = 100
-"""... when it also ran at least this many times inside the stage."""
+"""... when they also made at least this many calls per run of the stage (overhead-bound)."""
 
 
 def _plant(kind: str, amount: float, generator: torch.Generator) -> Callable[[], None]:
@@ -168,20 +168,23 @@ def _other_threads_inside(event, events) -> list:
 def bottleneck(prof, stages: Sequence[str]) -> dict:
     """The diagnosis of a profile (lesson ``10_compilers``, exercise 1): the stage with the most total CPU time
     (summed over its calls), the ``aten::`` operation with the most self CPU time inside it (any depth) and the kind
-    of bottleneck: ``launch-bound`` when that operation ran at least ``TINY_OP_CALLS`` times at under ``TINY_OP_US``
-    each on average and the stage's ``aten::`` operations take at least a fifth of it (tiny calls inside a stage that
-    mostly waits do not make it launch-bound), else ``op-bound`` when ``aten::`` operations hold at least half the stage's time, else
+    of bottleneck: ``launch-bound`` when, per run of the stage (so that the verdict does not depend on how many steps
+    were profiled), its ``aten::`` operations made at least ``TINY_OP_CALLS`` calls at under ``TINY_OP_US`` each on
+    average and take at least a fifth of it (tiny calls inside a stage that mostly waits do not make it
+    launch-bound), else ``op-bound`` when ``aten::`` operations hold at least half the stage's time, else
     ``waiting`` (op None: I/O, sleeps, pure Python). ValueError names a stage the profile lacks."""
     if not callable(getattr(prof, "events", None)):
         raise TypeError(f"prof must be a finished torch.profiler.profile, got {type(prof).__name__}")
     totals = dict.fromkeys(stages, 0.0)
     in_ops = dict.fromkeys(stages, 0.0)
     ops: dict[str, dict[str, list[float]]] = {name: {} for name in stages}
+    runs = dict.fromkeys(stages, 0)
     events = list(prof.events())
     for event in events:
         if event.name not in totals or getattr(event, "device_type", DeviceType.CPU) != DeviceType.CPU:
             continue                      # not a stage, or the device-side copy of a range (CUDA profiling)
         totals[event.name] += event.cpu_time_total
+        runs[event.name] += 1
         stack = list(event.cpu_children) + _other_threads_inside(event, events)
         while stack:
             child = stack.pop()
@@ -196,8 +199,10 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
         raise ValueError(f"stages: no event in the profile for {missing}")
     stage = max(stages, key=totals.get)
     if ops[stage]:
-        op, (self_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])
-        if calls >= TINY_OP_CALLS and self_us / calls < TINY_OP_US and in_ops[stage] >= totals[stage] / 5:
+        op = max(ops[stage], key=lambda name: ops[stage][name][0])
+        calls = sum(count for _, count in ops[stage].values())          # every aten:: call of the stage
+        if calls / runs[stage] >= TINY_OP_CALLS and in_ops[stage] / calls < TINY_OP_US \
+                and in_ops[stage] >= totals[stage] / 5:
             return {"stage": stage, "op": op, "kind": "launch-bound"}
         if in_ops[stage] >= 0.5 * totals[stage]:
             return {"stage": stage, "op": op, "kind": "op-bound"}

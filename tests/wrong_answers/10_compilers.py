@@ -210,7 +210,8 @@ def diagnose(prof, stages) -> dict:
 _EX2_SOLUTION = 'def steady_forward(model, x: torch.Tensor, step: torch.Tensor) -> torch.Tensor:\n    """model(x, step) for a compilers.NoisyMLP in tensor operations only: one graph, no graph break."""\n    h = model.fc1(x)\n    if "item" in model.faults:     # `faults` is fixed per model: Dynamo reads it once and guards on it\n        h = h * torch.clamp(model.clip / h.abs().amax(), max=1.0)          # 1 when the peak is within clip\n    if "branch" in model.faults:\n        h = torch.where(h.mean() > model.shift, h - model.shift, h)\n    if "mask" in model.faults:\n        h = h - torch.where(h.abs() > model.floor, h, 0.0).sum() / h.numel()   # the same sum, a fixed shape\n    out = model.fc2(F.gelu(h))\n    if "step" in model.faults:\n        out = out * torch.clamp((step + 1) / model.warmup, max=1.0)\n    return out + x\n\n\ndef run_steps(model, batches, backend) -> list:\n    """steady_forward\'s output for each batch at steps 0, 1, 2, ...: one compilation, no recompile."""\n    compiled = torch.compile(steady_forward, backend=backend)\n    outputs = []\n    for step, x in enumerate(batches):\n        # dynamic=True would still specialise a size of 1 (a last batch of 1 recompiles); an unbacked size never is\n        for dim in range(x.dim() - 1):       # batch (and sequence) sizes; the features stay fixed\n            torch._dynamo.decorators.mark_unbacked(x, dim)\n        outputs.append(compiled(model, x, torch.tensor(step)))   # the step as a tensor\n    return outputs\n    ### END SOLUTION'
 
 
-_EX1_SOLUTION = '    from torch.autograd import DeviceType\n\n    events = list(prof.events())\n    on_gpu = any(getattr(event, "device_time_total", 0) > 0 for event in events)   # the clock: device or CPU\n\n    def op_time(event):\n        return event.self_device_time_total if on_gpu else event.self_cpu_time_total\n\n    cpu = dict.fromkeys(stages, 0.0)             # CPU total of each stage, over all its calls\n    device = dict.fromkeys(stages, 0.0)          # device total of each stage (0 on a CPU profile)\n    in_ops = dict.fromkeys(stages, 0.0)          # time of the aten:: operations inside it\n    launches = dict.fromkeys(stages, 0.0)        # self CPU time of those operations (on a GPU: their launches)\n    ops = {stage: {} for stage in stages}        # stage -> operation -> [time, calls]\n    seen = set()\n    for event in events:\n        if event.name not in cpu or event.device_type != DeviceType.CPU:\n            continue                             # not a stage, or a GPU profile\'s device-side copy of its range\n        seen.add(event.name)\n        # On a GPU autograd runs backward on its own thread: the range has no children there, and its operations\n        # are top-level events of another thread that ran inside the range\'s time. They belong to the stage.\n        adopted = [other for other in events if other.thread != event.thread and other.cpu_parent is None\n                   and other.device_type == DeviceType.CPU and event.time_range.start <= other.time_range.start\n                   and other.time_range.end <= event.time_range.end]\n        cpu[event.name] += event.cpu_time_total\n        device[event.name] += sum(e.device_time_total for e in [event] + adopted) if on_gpu else 0.0\n        below = list(event.cpu_children) + adopted\n        while below:                             # the whole subtree, not only the direct children\n            child = below.pop()\n            below.extend(child.cpu_children)\n            if child.name.startswith("aten::"):\n                in_ops[event.name] += op_time(child)\n                launches[event.name] += child.self_cpu_time_total\n                entry = ops[event.name].setdefault(child.name, [0.0, 0])\n                entry[0] += op_time(child)\n                entry[1] += 1\n    missing = [stage for stage in stages if stage not in seen]\n    if missing:\n        raise ValueError(f"no profiler event for the stage(s) {missing}")\n    took = {stage: max(cpu[stage], device[stage]) for stage in stages}\n    stage = max(stages, key=took.get)\n    if ops[stage]:\n        op, (op_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])\n        made_of_calls = launches[stage] >= cpu[stage] / 5 and (not on_gpu or cpu[stage] > device[stage])\n        if calls >= 100 and op_us / calls < 50 and made_of_calls:\n            return {"stage": stage, "op": op, "kind": "launch-bound"}\n        if in_ops[stage] >= 0.5 * took[stage]:\n            return {"stage": stage, "op": op, "kind": "op-bound"}\n    return {"stage": stage, "op": None, "kind": "waiting"}\n'
+_EX1_SOLUTION_V3R3 = '    from torch.autograd import DeviceType\n\n    events = list(prof.events())\n    on_gpu = any(getattr(event, "device_time_total", 0) > 0 for event in events)   # the clock: device or CPU\n\n    def op_time(event):\n        return event.self_device_time_total if on_gpu else event.self_cpu_time_total\n\n    cpu = dict.fromkeys(stages, 0.0)             # CPU total of each stage, over all its calls\n    device = dict.fromkeys(stages, 0.0)          # device total of each stage (0 on a CPU profile)\n    in_ops = dict.fromkeys(stages, 0.0)          # time of the aten:: operations inside it\n    launches = dict.fromkeys(stages, 0.0)        # self CPU time of those operations (on a GPU: their launches)\n    ops = {stage: {} for stage in stages}        # stage -> operation -> [time, calls]\n    seen = set()\n    for event in events:\n        if event.name not in cpu or event.device_type != DeviceType.CPU:\n            continue                             # not a stage, or a GPU profile\'s device-side copy of its range\n        seen.add(event.name)\n        # On a GPU autograd runs backward on its own thread: the range has no children there, and its operations\n        # are top-level events of another thread that ran inside the range\'s time. They belong to the stage.\n        adopted = [other for other in events if other.thread != event.thread and other.cpu_parent is None\n                   and other.device_type == DeviceType.CPU and event.time_range.start <= other.time_range.start\n                   and other.time_range.end <= event.time_range.end]\n        cpu[event.name] += event.cpu_time_total\n        device[event.name] += sum(e.device_time_total for e in [event] + adopted) if on_gpu else 0.0\n        below = list(event.cpu_children) + adopted\n        while below:                             # the whole subtree, not only the direct children\n            child = below.pop()\n            below.extend(child.cpu_children)\n            if child.name.startswith("aten::"):\n                in_ops[event.name] += op_time(child)\n                launches[event.name] += child.self_cpu_time_total\n                entry = ops[event.name].setdefault(child.name, [0.0, 0])\n                entry[0] += op_time(child)\n                entry[1] += 1\n    missing = [stage for stage in stages if stage not in seen]\n    if missing:\n        raise ValueError(f"no profiler event for the stage(s) {missing}")\n    took = {stage: max(cpu[stage], device[stage]) for stage in stages}\n    stage = max(stages, key=took.get)\n    if ops[stage]:\n        op, (op_us, calls) = max(ops[stage].items(), key=lambda item: item[1][0])\n        made_of_calls = launches[stage] >= cpu[stage] / 5 and (not on_gpu or cpu[stage] > device[stage])\n        if calls >= 100 and op_us / calls < 50 and made_of_calls:\n            return {"stage": stage, "op": op, "kind": "launch-bound"}\n        if in_ops[stage] >= 0.5 * took[stage]:\n            return {"stage": stage, "op": op, "kind": "op-bound"}\n    return {"stage": stage, "op": None, "kind": "waiting"}\n'
+_EX1_SOLUTION = '    from torch.autograd import DeviceType\n\n    events = list(prof.events())\n    on_gpu = any(getattr(event, "device_time_total", 0) > 0 for event in events)   # the clock: device or CPU\n\n    def op_time(event):\n        return event.self_device_time_total if on_gpu else event.self_cpu_time_total\n\n    cpu = dict.fromkeys(stages, 0.0)             # CPU total of each stage, over all its runs\n    device = dict.fromkeys(stages, 0.0)          # device total of each stage (0 on a CPU profile)\n    in_ops = dict.fromkeys(stages, 0.0)          # time of the aten:: operations inside it\n    launches = dict.fromkeys(stages, 0.0)        # self CPU time of those operations (on a GPU: their launches)\n    calls = dict.fromkeys(stages, 0)             # how many aten:: calls it made\n    runs = dict.fromkeys(stages, 0)              # how many times it ran\n    ops = {stage: {} for stage in stages}        # stage -> operation -> its time there\n    for event in events:\n        if event.name not in cpu or event.device_type != DeviceType.CPU:\n            continue                             # not a stage, or a GPU profile\'s device-side copy of its range\n        runs[event.name] += 1\n        # On a GPU autograd runs backward on its own thread: the range has no children there, and its operations\n        # are top-level events of another thread that ran inside the range\'s time. They belong to the stage.\n        adopted = [other for other in events if other.thread != event.thread and other.cpu_parent is None\n                   and other.device_type == DeviceType.CPU and event.time_range.start <= other.time_range.start\n                   and other.time_range.end <= event.time_range.end]\n        cpu[event.name] += event.cpu_time_total\n        device[event.name] += sum(e.device_time_total for e in [event] + adopted) if on_gpu else 0.0\n        below = list(event.cpu_children) + adopted\n        while below:                             # the whole subtree, not only the direct children\n            child = below.pop()\n            below.extend(child.cpu_children)\n            if child.name.startswith("aten::"):\n                in_ops[event.name] += op_time(child)\n                launches[event.name] += child.self_cpu_time_total\n                calls[event.name] += 1\n                ops[event.name][child.name] = ops[event.name].get(child.name, 0.0) + op_time(child)\n    missing = [stage for stage in stages if not runs[stage]]\n    if missing:\n        raise ValueError(f"no profiler event for the stage(s) {missing}")\n    took = {stage: max(cpu[stage], device[stage]) for stage in stages}\n    stage = max(stages, key=took.get)\n    if ops[stage]:\n        op = max(ops[stage], key=ops[stage].get)\n        # per run of the stage, so that the verdict does not depend on how many steps were profiled\n        many_tiny = calls[stage] / runs[stage] >= 100 and in_ops[stage] / calls[stage] < 50\n        made_of_calls = launches[stage] >= cpu[stage] / 5 and (not on_gpu or cpu[stage] > device[stage])\n        if many_tiny and made_of_calls:\n            return {"stage": stage, "op": op, "kind": "launch-bound"}\n        if in_ops[stage] >= 0.5 * took[stage]:\n            return {"stage": stage, "op": op, "kind": "op-bound"}\n    return {"stage": stage, "op": None, "kind": "waiting"}\n'
 
 
 def _ex1(old: str, new: str) -> str:
@@ -222,7 +223,7 @@ def _ex1(old: str, new: str) -> str:
 # v3r2's rule: launch-bound on the top operation's calls alone, even when 300 tiny calls are 0.1 % of a stage that
 # sleeps (the lesson's own starved loop) or when the GPU is saturated by 45 µs kernels.
 WRONG["ex1-solution"]["launch_first"] = _ex1(
-    "if calls >= 100 and op_us / calls < 50 and made_of_calls:", "if calls >= 100 and op_us / calls < 50:")
+    "if many_tiny and made_of_calls:", "if many_tiny:")
 # Every event named like a stage added, also the device-side copy of the range that CUDA profiling records: the
 # kernels are counted twice.
 WRONG["ex1-solution"]["device_ranges_twice"] = _ex1(
@@ -261,6 +262,29 @@ WRONG["ex1-solution"]["r2_last_call_only"] = _ex1(
 # Backward's operations on autograd's thread (a GPU profile) not adopted: the range looks empty (v3r2 major 3).
 WRONG["ex1-solution"]["r2_backward_thread_ignored"] = _ex1(
     "below = list(event.cpu_children) + adopted", "adopted = []\n        below = list(event.cpu_children)")
+
+
+# v3r3's reviewer (majors 2 and 4). Launch-bound without the "under 50 µs per call" condition: 150 matrix products of
+# 1.3 ms in one run of a stage are called launch-bound.
+WRONG["ex1-solution"]["r3_cpu_per_call"] = _ex1(
+    "many_tiny = calls[stage] / runs[stage] >= 100 and in_ops[stage] / calls[stage] < 50",
+    "many_tiny = calls[stage] / runs[stage] >= 100")
+# Every event of autograd's thread adopted, not only the top-level ones: each backward operation counted three times.
+WRONG["ex1-solution"]["r3_adopt_nested"] = _ex1(
+    "other.thread != event.thread and other.cpu_parent is None", "other.thread != event.thread")
+# Launch-bound from 50 calls per run.
+WRONG["ex1-solution"]["r3_calls50"] = _ex1("calls[stage] / runs[stage] >= 100", "calls[stage] / runs[stage] >= 50")
+# Op-bound from a third of the stage.
+WRONG["ex1-solution"]["r3_third"] = _ex1("if in_ops[stage] >= 0.5 * took[stage]:", "if in_ops[stage] >= took[stage] / 3:")
+# Calls counted over the whole profile: the verdict changes with the number of steps profiled (major 4).
+WRONG["ex1-solution"]["r3_calls_over_profile"] = _ex1("calls[stage] / runs[stage] >= 100", "calls[stage] >= 100")
+# v3r3's model answer: the top operation's calls over the whole profile (a block at batch 1 is op-bound for 2 steps,
+# launch-bound for 20).
+WRONG["ex1-solution"]["r3_v3r3_model"] = _EX1 + _EX1_SOLUTION_V3R3
+# Launch-bound when the tiny calls make a tenth of the stage instead of a fifth.
+WRONG["ex1-solution"]["launch_share_tenth"] = _ex1("launches[stage] >= cpu[stage] / 5", "launches[stage] >= cpu[stage] / 10")
+# "Tiny" up to 100 µs per call.
+WRONG["ex1-solution"]["tiny_under_100us"] = _ex1("in_ops[stage] / calls[stage] < 50", "in_ops[stage] / calls[stage] < 100")
 
 
 def _ex2(old: str, new: str) -> str:
@@ -329,22 +353,8 @@ def steady_forward(model, x, step):
     "r2_branch_always": _ex2('''if "branch" in model.faults:''', "if True:"),
 }
 
-_EX3_HEAD = '''\
-def compare(a: dict, b: dict) -> dict:
-    \"\"\"Which of two writings moves fewer bytes in inductor's generated kernels, how many each launches, and why.\"\"\"
-'''
-_EX3_BODY = '''\
-    def traffic(writing):          # (kernels launched, bytes moved) over every module the writing compiled to
-        launches = [launch for code in writing["codes"] for launch in compilers.kernel_traffic(code)]
-        return len(launches), sum(launch["read"] + launch["written"] for launch in launches)
-
-    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic(a), traffic(b)
-    kernels = [kernels_a, kernels_b]
-    if (kernels_a, bytes_a) == (kernels_b, bytes_b):
-        return {"fewer_bytes": "same", "kernels": kernels, "why": "fused"}
-    why = "graph break" if len(a["codes"]) != len(b["codes"]) else "extern call"
-    return {"fewer_bytes": "a" if bytes_a < bytes_b else "b", "kernels": kernels, "why": why}
-'''
+_EX3_HEAD = 'def compare(a: dict, b: dict) -> dict:\n    """Bytes and kernels of two writings, read from inductor\'s generated code: which moves fewer bytes, and why."""\n'
+_EX3_BODY = '    import math\n    import re\n\n    def elements(sizes):           # "37, 53" -> 1961; "" (a 0-d tensor) -> 1\n        return math.prod(int(size) for size in sizes.split(",") if size.strip())\n\n    def launches(code):            # the bytes that each launch of a generated kernel names, in one module\n        moves = {"in_ptr": 1, "out_ptr": 1, "in_out_ptr": 2}    # an in_out_ptr buffer is read and written\n        params = {}                # kernel -> [(bytes per element, times moved: 0 for a scalar argument)]\n        for name, body in re.findall(r"^(\\w+) = async_compile\\.cpp_pybinding\\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):\n            signature = re.search(r\'extern "C"\\s+void\\s+kernel\\((.*?)\\)\', body, re.S).group(1)\n            found = [re.fullmatch(r"\\s*(?:const\\s+)?([\\w:]+)\\s*\\*\\s*([a-z_]+?)\\d+\\s*", p) for p in signature.split(",")]\n            params[name] = [(compilers.ITEMSIZE[m[1]], moves[m[2]]) if m else (0, 0) for m in found]\n        size, moved = {}, []       # buffer -> elements, as call() defines them; bytes of each launch\n        for line in code[code.index("def call("):].splitlines():\n            line = line.strip()\n            if m := re.match(r"assert_size_stride\\((\\w+), \\(([^)]*)\\)", line):   # an input, or a library\'s output\n                size[m[1]] = elements(m[2])\n            elif m := re.match(r"(\\w+) = (?:empty_strided\\w*\\(|reinterpret_tensor\\(\\w+, )\\(([^)]*)\\)", line):\n                size[m[1]] = elements(m[2])                                       # a new buffer, or a view of one\n            elif m := re.match(r"(\\w+) = (\\w+); del \\2", line):                   # a buffer reused under a new name\n                size[m[1]] = size[m[2]]\n            elif (m := re.match(r"(\\w+)\\((.*)\\)$", line)) and m[1] in params:     # a launch\n                arguments = re.findall(r"reinterpret_tensor\\(\\w+, \\(([^)]*)\\)(?:, \\([^)]*\\))*, \\w+\\)|(\\w+)", m[2])\n                moved.append(sum(itemsize * times * (elements(view) if view else size.get(buffer, 0))\n                                 for (itemsize, times), (view, buffer) in zip(params[m[1]], arguments)))\n        return moved\n\n    def reading(writing):          # (graphs, kernels, bytes) over every module the writing compiled to\n        moved = [total for code in writing["codes"] for total in launches(code)]\n        return len(writing["codes"]), len(moved), sum(moved)\n\n    (graphs_a, kernels_a, bytes_a), (graphs_b, kernels_b, bytes_b) = reading(a), reading(b)\n    fewer = "same" if bytes_a == bytes_b else "a" if bytes_a < bytes_b else "b"\n    if graphs_a != graphs_b:\n        why = "graph break"        # Dynamo cut one writing into more graphs\n    elif (kernels_a, bytes_a) == (kernels_b, bytes_b):\n        why = "fused"              # the same kernels: the longer source cost nothing\n    else:\n        why = "extern call"        # the same graphs, the work placed differently around a library call\n    return {"bytes": [bytes_a, bytes_b], "kernels": [kernels_a, kernels_b], "fewer_bytes": fewer, "why": why}\n'
 
 
 def _ex3(old: str, new: str) -> str:
@@ -353,43 +363,63 @@ def _ex3(old: str, new: str) -> str:
     return _EX3_HEAD + _EX3_BODY.replace(old, new)
 
 
+_FEWER = '''    fewer = "same" if bytes_a == bytes_b else "a" if bytes_a < bytes_b else "b"'''
 WRONG["ex3-solution"] = {
     # The visible pair's answer, whatever the pair.
     "constant": _EX3_HEAD + '''\
-    return {"fewer_bytes": "b", "kernels": [2, 1], "why": "extern call"}
+    return {"bytes": [11520, 5760], "kernels": [2, 1], "fewer_bytes": "b", "why": "extern call"}
 ''',
     # The course's own comparison: off-limits here.
     "helper": _EX3_HEAD + '''\
     return compilers.compare_writings(a, b)
 ''',
     # The first module only: right when neither writing has a graph break (the visible pair).
-    "visible_only": _ex3('''for code in writing["codes"] for launch''', '''for code in writing["codes"][:1] for launch'''),
-    # The cheaper writing is the one with fewer kernels (as many kernels: the same cost, "fused").
-    "typical": _ex3('''    if (kernels_a, bytes_a) == (kernels_b, bytes_b):''', '''    bytes_a, bytes_b = kernels_a, kernels_b
-    if kernels_a == kernels_b:'''),
+    "visible_only": _ex3('''for code in writing["codes"] for total''', '''for code in writing["codes"][:1] for total'''),
+    # The cheaper writing is the one with fewer kernels.
+    "typical": _ex3(_FEWER, '''    fewer = "same" if kernels_a == kernels_b else "a" if kernels_a < kernels_b else "b"'''),
     # The cheaper writing is the one with fewer operations in its Python source.
-    "r3_op_count": _ex3('''    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic(a), traffic(b)''',
-                        '''    import re
+    "r3_op_count": _ex3(_FEWER, '''    def operations(writing):
+        return len(re.findall(r"[-+*/@]|\\b\\w+\\(|\\bif\\b", writing["source"].split(":", 1)[1]))
 
-    def operations(writing):
-        body = writing["source"].split(":", 1)[1]
-        return len(re.findall(r"[-+*/@]|\\b\\w+\\(|\\bif\\b", body))
-
-    (kernels_a, bytes_a), (kernels_b, bytes_b) = traffic(a), traffic(b)
-    bytes_a, bytes_b = operations(a), operations(b)'''),
+    fewer = "same" if operations(a) == operations(b) else "a" if operations(a) < operations(b) else "b"'''),
     # Kernels counted instead of graphs: a writing with more kernels is taken for one with a graph break.
-    "r3_wrong_category": _ex3('''len(a["codes"]) != len(b["codes"])''', '''kernels_a != kernels_b'''),
+    "r3_wrong_category": _ex3("if graphs_a != graphs_b:", "if kernels_a != kernels_b:"),
     # "extern call" whenever a library call or fallback appears, even where the difference is a graph break.
-    "r3_extern_anywhere": _ex3('''    why = "graph break" if len(a["codes"]) != len(b["codes"]) else "extern call"''',
-                               '''    import re
-
-    calls = re.compile(r"\\b(?:extern_kernels|torch\\.ops\\.aten)\\.[\\w.]+\\(")
-    extern = any(calls.search(code) for writing in (a, b) for code in writing["codes"])
-    why = "extern call" if extern else "graph break"'''),
+    "r3_extern_anywhere": _ex3("if graphs_a != graphs_b:", '''if not any(re.search(r"\\b(?:extern_kernels|torch\\.ops\\.aten)\\.", code)
+                   for writing in (a, b) for code in writing["codes"]) and graphs_a != graphs_b:'''),
     # Inductor fuses, so the answer is always "fused".
-    "r3_always_fused": _ex3('''"kernels": kernels, "why": why}''', '''"kernels": kernels, "why": "fused"}'''),
-    # Only the bytes read compared: a writing that reads less but writes far more is taken as the cheaper one.
-    "r3_read_only": _ex3('''launch["read"] + launch["written"] for launch''', '''launch["read"] for launch'''),
+    "r3_always_fused": _ex3('''"fewer_bytes": fewer, "why": why}''', '''"fewer_bytes": fewer, "why": "fused"}'''),
+    # Only the bytes read counted: a writing that reads less but writes far more is taken as the cheaper one.
+    "r3_read_only": _ex3('''moves = {"in_ptr": 1, "out_ptr": 1, "in_out_ptr": 2}''',
+                         '''moves = {"in_ptr": 1, "out_ptr": 0, "in_out_ptr": 1}'''),
+    # v3r3's reviewer (major 1): fewer kernels first, bytes only on a tie: the graph-broken if moves fewer bytes than
+    # the one-kernel torch.where, which reads both sides.
+    "r3_kernels_then_bytes": _ex3(_FEWER, '''    fewer = ("a" if kernels_a < kernels_b else "b") if kernels_a != kernels_b else (
+        "same" if bytes_a == bytes_b else "a" if bytes_a < bytes_b else "b")'''),
+    # v3r3's reviewer: "graph break" whenever the source holds .item() or an if (an if on a shape breaks nothing).
+    "r3_why_from_source": _ex3("if graphs_a != graphs_b:", '''if any(".item()" in writing.get("source", "") or "if " in writing.get("source", "")
+           for writing in (a, b)):'''),
+    # v3r3's reviewer: equal bytes taken for the same code, "fused", whatever the kernels and graphs.
+    "r3_same_by_bytes": _ex3("if graphs_a != graphs_b:", '''if bytes_a == bytes_b:
+        why = "fused"
+    elif graphs_a != graphs_b:'''),
+    # v3r3's model answer: the reading done by the course's own kernel_traffic, off-limits now.
+    "r3_reader_helper": _EX3_HEAD + '''\
+    launches = {side: [launch for code in w["codes"] for launch in compilers.kernel_traffic(code)]
+                for side, w in (("a", a), ("b", b))}
+    moved = [sum(launch["read"] + launch["written"] for launch in launches[side]) for side in "ab"]
+    kernels = [len(launches[side]) for side in "ab"]
+    fewer = "same" if moved[0] == moved[1] else "a" if moved[0] < moved[1] else "b"
+    why = ("graph break" if len(a["codes"]) != len(b["codes"]) else "fused" if (kernels[0], moved[0]) == (kernels[1], moved[1])
+           else "extern call")
+    return {"bytes": moved, "kernels": kernels, "fewer_bytes": fewer, "why": why}
+''',
+    # An in_out_ptr buffer counted once (it is read and written).
+    "in_out_once": _ex3('''"in_out_ptr": 2}''', '''"in_out_ptr": 1}'''),
+    # Four bytes per element whatever the C type: right in float32 only (the visible pair).
+    "float_everywhere": _ex3("(compilers.ITEMSIZE[m[1]], moves[m[2]])", "(4, moves[m[2]])"),
+    # A buffer reused under a new name (buf3 = buf1; del buf1) not followed: it counts nothing.
+    "reuse_ignored": _ex3("                size[m[1]] = size[m[2]]", "                pass"),
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

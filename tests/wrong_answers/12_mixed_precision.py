@@ -27,26 +27,44 @@ _CLIP = "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n"
 
 _EX2_CLASS = '''\
 class DelayedScaling:
-    """Per-tensor FP8 scaling from an amax history, as in Transformer Engine's delayed scaling."""
-
     def __init__(self, dtype: torch.dtype, history_len: int = 16, margin: int = 0) -> None:
         self.dtype, self.history_len, self.margin = dtype, history_len, margin
         self.amax_history: list[float] = []
 
     def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 '''
-_MATMUL = '''
+_LAYER_HEAD = '''
 
-def fp8_matmul(a, b, a_scaling, b_scaling):
-    qa, scale_a = a_scaling.quantize(a)
-    qb, scale_b = b_scaling.quantize(b)
-    return (qa.float() @ qb.float()) / (scale_a * scale_b)
+class FP8Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, scalings):
+'''
+_FORWARD_RIGHT = '''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        y = qx.float().reshape(-1, qx.shape[-1]) @ qw.float().T / (sx * sw)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
+'''
+_BACKWARD_HEAD = '''
+    @staticmethod
+    def backward(ctx, grad_y):
+'''
+_BACKWARD_RIGHT = '''\
+        qx, sx, qw, sw = ctx.saved_tensors
+        qg, sg = ctx.grad_scaling.quantize(grad_y)
+        g = qg.float().reshape(-1, qg.shape[-1])
+        grad_x = (g @ qw.float() / (sg * sw)).reshape(qx.shape)
+        grad_w = g.T @ qx.float().reshape(-1, qx.shape[-1]) / (sg * sx)
+        return grad_x, grad_w, None
 '''
 
 
 def _quantize(body: str) -> str:
-    """The exercise-2 cell with quantize's body replaced (indented by 8) and the right fp8_matmul."""
-    return _EX2_CLASS + body + _MATMUL
+    """The exercise-2 cell with quantize's body replaced (indented by 8) and the right FP8Linear."""
+    return _EX2_CLASS + body + _LAYER_HEAD + _FORWARD_RIGHT + _BACKWARD_HEAD + _BACKWARD_RIGHT
 
 
 _RIGHT_SCALE = '''\
@@ -59,13 +77,12 @@ _RETURN = '''\
         self.amax_history = (self.amax_history + [amax])[-self.history_len:]
         return q, torch.tensor(scale, dtype=torch.float32)
 '''
-_CAST = "        q = (x.float() * scale).clamp(-fmt_max, fmt_max).to(self.dtype)\n"
+_CAST = "        q = (x.detach().float() * scale).clamp(-fmt_max, fmt_max).to(self.dtype)\n"
 
 
-def _matmul(body: str) -> str:
-    """The exercise-2 cell with the right quantize and fp8_matmul's body replaced (indented by 4)."""
-    return (_EX2_CLASS + _RIGHT_SCALE + _CAST + _RETURN
-            + "\n\ndef fp8_matmul(a, b, a_scaling, b_scaling):\n" + body)
+def _layer(forward: str = _FORWARD_RIGHT, backward: str = _BACKWARD_RIGHT) -> str:
+    """The exercise-2 cell with the right quantize and FP8Linear's forward or backward body replaced (indented by 8)."""
+    return _EX2_CLASS + _RIGHT_SCALE + _CAST + _RETURN + _LAYER_HEAD + forward + _BACKWARD_HEAD + backward
 
 
 WRONG: dict[str, dict[str, str]] = {
@@ -258,35 +275,135 @@ WRONG: dict[str, dict[str, str]] = {
         known = max(self.amax_history) if self.amax_history else amax
         scale = fmt_max / known if known > 0 else 1.0
 ''' + _CAST + _RETURN),
-        # Review v3r1 (ex2_w1): quantizes only to feed the histories, returns the exact float32 product.
-        "r1_exact_product": _matmul("    a_scaling.quantize(a)\n    b_scaling.quantize(b)\n    return a @ b\n"),
-        # Review v3r1 (ex2_w2): just-in-time scaling inside the matmul, ignoring the delayed scale (no saturation).
-        "r1_current_scaling": _matmul('''\
-    a_scaling.quantize(a)
-    b_scaling.quantize(b)
-    fa = torch.finfo(a_scaling.dtype).max / a.abs().max()
-    fb = torch.finfo(b_scaling.dtype).max / b.abs().max()
-    qa, qb = (a * fa).to(a_scaling.dtype), (b * fb).to(b_scaling.dtype)
-    return (qa.float() @ qb.float()) / (fa * fb)
+        # Review v3r1 (ex2_w1), in the layer: quantizes only to feed the histories, multiplies the exact inputs.
+        "r1_exact_product": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        x_scaling.quantize(x)
+        w_scaling.quantize(weight)
+        ctx.save_for_backward(x, weight)
+        ctx.grad_scaling = grad_scaling
+        return x.float() @ weight.float().T
+''', backward='''\
+        x, weight = ctx.saved_tensors
+        ctx.grad_scaling.quantize(grad_y)
+        return grad_y @ weight.float(), grad_y.reshape(-1, grad_y.shape[-1]).T @ x.float().reshape(-1, x.shape[-1]), None
 '''),
-        # Review v3r1 (ex2_w3): quantizes a twice per call; the history double-counts a, the second scale is current.
-        "r1_quantize_twice": _matmul('''\
-    a_scaling.quantize(a)
-    qa, sa = a_scaling.quantize(a)
-    qb, sb = b_scaling.quantize(b)
-    return (qa.float() @ qb.float()) / (sa * sb)
+        # Review v3r1 (ex2_w2): just-in-time scaling of x inside the layer, ignoring the delayed scale (no saturation).
+        "r1_current_scaling": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        x_scaling.quantize(x)
+        fmt_max = torch.finfo(x_scaling.dtype).max
+        sx = torch.tensor(fmt_max / float(x.abs().max()), dtype=torch.float32)
+        qx = (x.detach().float() * sx).clamp(-fmt_max, fmt_max).to(x_scaling.dtype)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        y = qx.float().reshape(-1, qx.shape[-1]) @ qw.float().T / (sx * sw)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
+'''),
+        # Review v3r1 (ex2_w3): quantizes x twice per call; the history double-counts x, the second scale is current.
+        "r1_quantize_twice": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        x_scaling.quantize(x)
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        y = qx.float().reshape(-1, qx.shape[-1]) @ qw.float().T / (sx * sw)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
 '''),
         # Review v3r1 (ex2_w9): dequantizes first, then multiplies bfloat16-rounded values, not the FP8 values.
-        "r1_bfloat16_dequantized": _matmul('''\
-    qa, sa = a_scaling.quantize(a)
-    qb, sb = b_scaling.quantize(b)
-    return (qa.float() / sa).to(torch.bfloat16).float() @ (qb.float() / sb).to(torch.bfloat16).float()
+        "r1_bfloat16_dequantized": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        dx = (qx.float() / sx).to(torch.bfloat16).float().reshape(-1, qx.shape[-1])
+        y = dx @ (qw.float() / sw).to(torch.bfloat16).float().T
+        return y.reshape(*x.shape[:-1], weight.shape[0])
 '''),
         # Right for float32 inputs; with bfloat16 inputs it multiplies and returns bfloat16.
-        "product_in_input_dtype": _matmul('''\
-    qa, sa = a_scaling.quantize(a)
-    qb, sb = b_scaling.quantize(b)
-    return (qa.to(a.dtype) @ qb.to(b.dtype)) / (sa * sb)
+        "product_in_input_dtype": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        y = qx.to(x.dtype).reshape(-1, qx.shape[-1]) @ qw.to(x.dtype).T / (sx * sw).to(x.dtype)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
+'''),
+        # Review v3r3 (e2_m2x): 2 * margin for 2**margin (the same at margins 1 and 2), margin 0 guarded.
+        "r3_margin_2x": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        known = max(self.amax_history) if self.amax_history else amax
+        scale = fmt_max / known if known > 0 else 1.0
+        if self.margin:
+            scale = scale / (2 * self.margin)
+''' + _CAST + _RETURN),
+        # Review v3r3 (e2_msq): margin ** 2 for 2**margin (the same at margin 2).
+        "r3_margin_squared": _quantize('''\
+        fmt_max = torch.finfo(self.dtype).max
+        amax = float(x.detach().abs().max())
+        known = max(self.amax_history) if self.amax_history else amax
+        scale = fmt_max / known / max(1, self.margin**2) if known > 0 else 1.0
+''' + _CAST + _RETURN),
+        # Review v3r3 (e2_mm2d): torch.mm, right for 2-D activations only; a transformer's (B, T, K) fails.
+        "r3_2d_only": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        return torch.mm(qx.float(), qw.float().T) / (sx * sw)
+'''),
+        # The backward multiplies the incoming gradient in float32: only the forward pass is FP8.
+        "gradient_not_quantized": _layer(backward='''\
+        qx, sx, qw, sw = ctx.saved_tensors
+        g = grad_y.float().reshape(-1, grad_y.shape[-1])
+        grad_x = (g @ qw.float() / sw).reshape(qx.shape)
+        grad_w = g.T @ qx.float().reshape(-1, qx.shape[-1]) / sx
+        return grad_x, grad_w, None
+'''),
+        # The gradient's history is fed, but its scale comes from its own amax: a gradient spike never saturates.
+        "gradient_current_scaling": _layer(backward='''\
+        qx, sx, qw, sw = ctx.saved_tensors
+        ctx.grad_scaling.quantize(grad_y)
+        fmt_max = torch.finfo(ctx.grad_scaling.dtype).max
+        sg = fmt_max / float(grad_y.abs().max())
+        qg = (grad_y.float() * sg).clamp(-fmt_max, fmt_max).to(ctx.grad_scaling.dtype)
+        g = qg.float().reshape(-1, qg.shape[-1])
+        grad_x = (g @ qw.float() / (sg * sw)).reshape(qx.shape)
+        grad_w = g.T @ qx.float().reshape(-1, qx.shape[-1]) / (sg * sx)
+        return grad_x, grad_w, None
+'''),
+        # Keeps the original x for the weight gradient: not an FP8 matmul, and 4x the saved bytes.
+        "original_x_in_backward": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(x, qw, sw)
+        ctx.grad_scaling = grad_scaling
+        y = qx.float().reshape(-1, qx.shape[-1]) @ qw.float().T / (sx * sw)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
+''', backward='''\
+        x, qw, sw = ctx.saved_tensors
+        qg, sg = ctx.grad_scaling.quantize(grad_y)
+        g = qg.float().reshape(-1, qg.shape[-1])
+        grad_x = (g @ qw.float() / (sg * sw)).reshape(x.shape)
+        grad_w = g.T @ x.float().reshape(-1, x.shape[-1]) / sg
+        return grad_x, grad_w, None
+'''),
+        # The gradient quantized with x's scaling (E4M3, x's history), the third scaling never used.
+        "gradient_with_x_scaling": _layer(forward='''\
+        x_scaling, w_scaling, grad_scaling = scalings
+        qx, sx = x_scaling.quantize(x)
+        qw, sw = w_scaling.quantize(weight)
+        ctx.save_for_backward(qx, sx, qw, sw)
+        ctx.grad_scaling = x_scaling
+        y = qx.float().reshape(-1, qx.shape[-1]) @ qw.float().T / (sx * sw)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
 '''),
         "zeros_give_nan": _quantize('''\
         fmt_max = torch.finfo(self.dtype).max

@@ -146,6 +146,21 @@ def test_callable_grid_gets_the_arguments():
     assert torch.equal(out, x + y)
 
 
+def test_a_list_grid_is_taken_as_triton_takes_it():
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    with tb.count_traffic() as traffic:
+        tb.launch(add_kernel, [5], x, y, out, 300, BLOCK=64)
+    assert torch.equal(out, x + y) and traffic.launches[0].grid == (5, 1, 1)
+
+
+def test_kernel_argument_names_are_read_once_per_kernel():
+    triton_launch._parameter_names.cache_clear()
+    x = torch.randn(64)
+    for _ in range(3):
+        tb.launch(add_kernel, (1,), x, x, torch.empty(64), 64, BLOCK=64)
+    assert triton_launch._parameter_names.cache_info().misses == 1
+
+
 # --------------------------------------------------------------------------- the traffic counter
 
 def test_fused_add_relu_reads_8_and_writes_4_bytes_per_element_unfused_12_and_8():
@@ -374,7 +389,7 @@ def test_a_fixed_interpreter_is_left_alone():
 # --------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("grid, error, match", [
-    ([8], TypeError, "grid must be a tuple"), ((), TypeError, "grid must be a tuple"),
+    ("8", TypeError, "grid must be a tuple"), ((), TypeError, "grid must be a tuple"), ([], TypeError, "grid must"),
     ((1, 1, 1, 1), TypeError, "grid must be a tuple"), ((0,), ValueError, "positive ints"),
     ((2.0,), ValueError, "positive ints"), ((True,), ValueError, "positive ints"),
 ])

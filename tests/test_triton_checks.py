@@ -270,6 +270,9 @@ def _copy_then(finish):
     (lambda out, x: out.copy_(torch.softmax(x, 0)), "_softmax"),
     (lambda out, x: out.to(torch.float64), "_to_copy (a dtype conversion"),
     (lambda out, x: out.clone(), "clone (a copy"),
+    (lambda out, x: out.numpy().__itruediv__(2.0), "Tensor.numpy"),   # numpy computing on out's memory, unseen
+    (lambda out, x: __import__("numpy").asarray(out), "Tensor.array"),
+    (lambda out, x: out.tolist(), "Tensor.tolist"),
 ])
 def test_kernel_only_refuses_torch_arithmetic_around_the_launch(finish, op):
     x = torch.randn(100)

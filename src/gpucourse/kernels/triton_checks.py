@@ -159,7 +159,7 @@ def check_devices(bound: dict[str, object]) -> None:
 
 _ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
                           "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
-                          "new_full", "zero_", "fill_"})
+                          "new_full", "zero_", "fill_", "lift_fresh", "lift_fresh_copy"})   # lift: torch.tensor(data)
 _LAUNCHER = [0]   # > 0 while tb.launch runs: its own torch work is not the learner's
 
 
@@ -190,29 +190,56 @@ def _what(name: str) -> str:
             "_local_scalar_dense": "a read of a value on the host (.item(), float(t))"}.get(name, "")
 
 
+def _refusal(what: str) -> TorchOutsideKernel:
+    """The error for torch work ``what`` done outside the kernel, naming the learner's line."""
+    from gpucourse.placement import _caller   # the innermost line outside torch and the course
+
+    return TorchOutsideKernel(
+        f"torch ran {what} outside your Triton kernel, before or after tb.launch, at {_caller()}. All the "
+        f"arithmetic, conversions included, must happen in the kernel: each torch operation is one more pass over "
+        f"memory that the budget has no room for. Allocate the output in its final dtype (torch.empty_like(x)), "
+        f"launch the kernel, and return the output it stored into")
+
+
+_HOST_VIEWS = frozenset({"numpy", "tolist", "__array__"})   # the values handed to numpy or Python, past the dispatcher
+
+
 def kernel_only():
     """Within ``with kernel_only():`` any torch operation that computes, outside ``tb.launch``, raises
-    :class:`TorchOutsideKernel` naming it: allocations (``torch.empty_like``, ``torch.empty``, ``torch.zeros``, ...),
-    views (``view``, ``reshape``, slicing) and device moves that keep the dtype run. A ``TorchDispatchMode`` (the
-    course's :class:`~gpucourse.memory.OpObserver`) sees every operation, on any device. Lesson 06_triton's tests
-    run a learner's kernel function under it, since torch work before or after the launch (a
-    normalisation, a conversion) is a pass over memory that the kernel's counted traffic does not show."""
+    :class:`TorchOutsideKernel` naming it and the line: allocations (``torch.empty_like``, ``torch.empty``,
+    ``torch.zeros``, ...), views (``view``, ``reshape``, slicing) and device moves that keep the dtype run. A
+    ``TorchDispatchMode`` (the course's :class:`~gpucourse.memory.OpObserver`) sees every operation, on any device;
+    a ``TorchFunctionMode`` also refuses ``.numpy()``, ``.tolist()`` and ``np.asarray(t)``, through which numpy could
+    compute unseen. Lesson 06_triton's tests run a learner's kernel function under it, since torch work before or
+    after the launch (a normalisation, a conversion) is a pass over memory that the kernel's counted traffic does
+    not show."""
+    from torch.overrides import TorchFunctionMode
+
     from gpucourse.memory import OpObserver
+
+    class HostViews(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+            name = getattr(func, "__name__", "")
+            if not _LAUNCHER[0] and name in _HOST_VIEWS:
+                raise _refusal(f"Tensor.{name.strip('_')} (the values handed to numpy or Python)")
+            return func(*args, **(kwargs or {}))
 
     class KernelOnly(OpObserver):
         def _observe(self, func, args, kwargs):  # noqa: ANN001, ANN202
             if not _LAUNCHER[0] and _computes(func, args, kwargs):
-                from gpucourse.placement import _caller   # the innermost line outside torch and the course
-
                 name = func.overloadpacket.__name__
                 usually = _what(name)
-                raise TorchOutsideKernel(
-                    f"torch ran {name}{f' ({usually})' if usually else ''} outside your Triton kernel, before or "
-                    f"after tb.launch, at {_caller()}. All the arithmetic, conversions included, must happen in the kernel: each "
-                    f"torch operation is one more pass over memory that the budget has no room for. Allocate the "
-                    f"output in its final dtype (torch.empty_like(x)), launch the kernel, and return the output it "
-                    f"stored into")
+                raise _refusal(f"{name} ({usually})" if usually else name)
             return func(*args, **kwargs)
+
+        def __enter__(self):  # noqa: ANN204
+            self._host_views = HostViews()
+            self._host_views.__enter__()
+            return super().__enter__()
+
+        def __exit__(self, *exc) -> None:
+            super().__exit__(*exc)
+            self._host_views.__exit__(*exc)
 
     return KernelOnly()
 

@@ -468,8 +468,8 @@ def _parameter_names(fn: object) -> tuple[str, ...]:
 def launch(kernel: object, grid: object, *args: object, **constexprs: object) -> None:
     """Run ``kernel[grid](*args, **constexprs)``: compiled on a CUDA GPU, else in Triton's interpreter.
 
-    ``grid`` is a tuple (or list) of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a function
-    of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Triton's launch options
+    ``grid`` is a tuple (or list) of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a
+    function of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Triton's launch options
     ``num_warps`` (a power of two), ``num_stages`` and ``num_ctas`` (positive ints) are checked and passed to the
     compiled kernel; the interpreter, which has no warps or pipeline, ignores them (as Triton's own does). Inside
     ``count_traffic()`` the launch always runs interpreted and is counted. A launch a GPU would refuse raises

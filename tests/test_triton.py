@@ -299,9 +299,10 @@ def test_loads_stores_and_dots_are_counted_per_call_and_program():
     with tb.count_traffic() as traffic:
         tb.launch(block_dot_kernel, (3,), a, b, out, 40, 9, BLOCK=8)   # no block skipped
     assert traffic.dots() == 15 and traffic.loads(b) == 15
+    assert traffic.dot_operand_types() == ["fp32"]   # the float32 tiles as loaded
     with tb.count_traffic() as traffic:
         tb.launch(row_sum_kernel, (3,), torch.ones(3, 100), torch.zeros(3), 100, BLOCK=128)
-    assert traffic.dots() == 0 and traffic.loads() == 3 and traffic.stores() == 3
+    assert traffic.dots() == 0 and traffic.loads() == 3 and traffic.stores() == 3 and traffic.dot_operand_types() == []
 
 
 def test_draw_matmul_tiles():

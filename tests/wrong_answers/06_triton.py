@@ -7,7 +7,9 @@ lesson's typical mistake, used in the full nbgrader pipeline), and more: masked 
 interpreter, undefined on a GPU: the tests poison them), a flat result, float32 returned for float16 or float64
 inputs, statistics in float16, a row read twice, masked softmax lanes loaded as 0, a K slice unmasked; and what only
 a GPU refuses: outputs made without device= (the tests make the default device meta), accumulators whose type
-changes in the loop (Triton's compiler front end refuses them), a matmul without tl.dot.
+changes in the loop (Triton's compiler front end refuses them), a matmul without tl.dot; and torch work around the
+launch (a normalisation in place, a conversion, the K tail), which tb.kernel_only() refuses, and 16-bit tl.dot
+operands in the float32 matmul, refused by their type.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -443,6 +445,10 @@ WRONG = {
         _EX3_GOOD_LAUNCHER,
         # "Tensor Cores want float16": operands rounded to float16, whose subnormals lose gradient-sized entries.
         "r2_float16_operands": _ex3_kernel(product="tl.dot(a.to(tl.float16), b.to(tl.float16))") + _EX3_GOOD_LAUNCHER,
+        # Review v3r3 m2: bfloat16 operands (3 mantissa bits fewer than TF32), refused by their type: on a GPU their
+        # error would pass the tolerance, and the interpreter (triton 3.9) multiplies bfloat16 tiles wrongly.
+        "r3_bfloat16_operands": _ex3_kernel(product="tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))") +
+        _EX3_GOOD_LAUNCHER,
         # The last, partial slice of K left to torch after the kernel: c += a[:, k_full:] @ b[k_full:].
         "r3_k_tail_by_torch": _ex3_kernel(loop="for step in range(K // BLOCK_K):", start="step * BLOCK_K") +
         _EX3_LAUNCHER_HEAD + '''\

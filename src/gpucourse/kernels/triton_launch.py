@@ -352,6 +352,7 @@ def _instrumented(spans: _Spans, poison: bool = False) -> Iterator[None]:
 
     def dot(self, *args, **kwargs):
         spans.record.dots += 1
+        spans.record.dot_operands.update(str(getattr(operand, "dtype", "?")) for operand in args[:2])
         program = _current_program()
         spans.record.program_dots[program] = spans.record.program_dots.get(program, 0) + 1
         return originals["create_dot"](self, *args, **kwargs)

@@ -146,6 +146,21 @@ def test_callable_grid_gets_the_arguments():
     assert torch.equal(out, x + y)
 
 
+def test_a_list_grid_is_taken_as_triton_takes_it():
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    with tb.count_traffic() as traffic:
+        tb.launch(add_kernel, [5], x, y, out, 300, BLOCK=64)
+    assert torch.equal(out, x + y) and traffic.launches[0].grid == (5, 1, 1)
+
+
+def test_kernel_argument_names_are_read_once_per_kernel():
+    triton_launch._parameter_names.cache_clear()
+    x = torch.randn(64)
+    for _ in range(3):
+        tb.launch(add_kernel, (1,), x, x, torch.empty(64), 64, BLOCK=64)
+    assert triton_launch._parameter_names.cache_info().misses == 1
+
+
 # --------------------------------------------------------------------------- the traffic counter
 
 def test_fused_add_relu_reads_8_and_writes_4_bytes_per_element_unfused_12_and_8():
@@ -284,9 +299,10 @@ def test_loads_stores_and_dots_are_counted_per_call_and_program():
     with tb.count_traffic() as traffic:
         tb.launch(block_dot_kernel, (3,), a, b, out, 40, 9, BLOCK=8)   # no block skipped
     assert traffic.dots() == 15 and traffic.loads(b) == 15
+    assert traffic.dot_operand_types() == ["fp32"]   # the float32 tiles as loaded
     with tb.count_traffic() as traffic:
         tb.launch(row_sum_kernel, (3,), torch.ones(3, 100), torch.zeros(3), 100, BLOCK=128)
-    assert traffic.dots() == 0 and traffic.loads() == 3 and traffic.stores() == 3
+    assert traffic.dots() == 0 and traffic.loads() == 3 and traffic.stores() == 3 and traffic.dot_operand_types() == []
 
 
 def test_draw_matmul_tiles():
@@ -374,7 +390,7 @@ def test_a_fixed_interpreter_is_left_alone():
 # --------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("grid, error, match", [
-    ([8], TypeError, "grid must be a tuple"), ((), TypeError, "grid must be a tuple"),
+    ("8", TypeError, "grid must be a tuple"), ((), TypeError, "grid must be a tuple"), ([], TypeError, "grid must"),
     ((1, 1, 1, 1), TypeError, "grid must be a tuple"), ((0,), ValueError, "positive ints"),
     ((2.0,), ValueError, "positive ints"), ((True,), ValueError, "positive ints"),
 ])

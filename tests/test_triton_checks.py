@@ -250,3 +250,52 @@ def test_tf32_dots_truncate_float32_operands_only_where_the_precision_is_tf32():
     with pytest.raises(TypeError, match="tf32 must be True or False"):
         with tb.count_traffic(tf32=1):
             pass
+
+
+# --------------------------------------------------------------------------- torch work around the kernel
+
+def _copy_then(finish):
+    """A row-copy kernel launched on x, then ``finish(out, x)`` in torch; returns out."""
+    def run(x):
+        out = torch.empty_like(x)
+        tb.launch(copy_kernel, (1,), x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+        finish(out, x)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("finish, op", [
+    (lambda out, x: out.div_(out.sum()), "sum"),
+    (lambda out, x: out.mul_(2.0), "mul_"),
+    (lambda out, x: out.copy_(torch.softmax(x, 0)), "_softmax"),
+    (lambda out, x: out.to(torch.float64), "_to_copy (a dtype conversion"),
+    (lambda out, x: out.clone(), "clone (a copy"),
+    (lambda out, x: out.numpy().__itruediv__(2.0), "Tensor.numpy"),   # numpy computing on out's memory, unseen
+    (lambda out, x: __import__("numpy").asarray(out), "Tensor.array"),
+    (lambda out, x: out.tolist(), "Tensor.tolist"),
+])
+def test_kernel_only_refuses_torch_arithmetic_around_the_launch(finish, op):
+    x = torch.randn(100)
+    with pytest.raises(tb.TorchOutsideKernel, match=r"torch ran " + op.replace("(", r"\(")) as refused:
+        with tb.kernel_only():
+            _copy_then(finish)(x)
+    assert "test_triton_checks.py" in str(refused.value)   # the learner's line is named
+    assert "must happen in the kernel" in str(refused.value)
+
+
+def test_kernel_only_lets_allocations_views_moves_and_the_launcher_run():
+    x = torch.randn(4, 25)
+    with tb.count_traffic(poison=True) as traffic, tb.default_device_meta(), tb.kernel_only():
+        out = torch.empty(x.shape, dtype=x.dtype).to(x.device)   # made on the meta default, moved: legal
+        zeros, full = torch.zeros(3, device=x.device), torch.full((2,), 1.0, device=x.device)
+        tb.launch(copy_kernel, [1], x.view(-1), out.reshape(-1), x.numel(), BLOCK=128)   # copies inside: allowed
+        result = out.view(x.shape)[:, :].to(x)
+    assert torch.equal(result, x) and len(traffic.launches) == 1 and zeros.sum() == 0 and full.sum() == 2
+    assert triton_checks._LAUNCHER == [0]
+
+
+def test_kernel_only_is_left_on_an_error():
+    with pytest.raises(tb.TorchOutsideKernel):
+        with tb.kernel_only():
+            torch.ones(3) + 1
+    assert torch.ones(3).add(1).sum() == 6   # no mode left behind

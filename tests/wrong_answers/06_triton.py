@@ -7,7 +7,9 @@ lesson's typical mistake, used in the full nbgrader pipeline), and more: masked 
 interpreter, undefined on a GPU: the tests poison them), a flat result, float32 returned for float16 or float64
 inputs, statistics in float16, a row read twice, masked softmax lanes loaded as 0, a K slice unmasked; and what only
 a GPU refuses: outputs made without device= (the tests make the default device meta), accumulators whose type
-changes in the loop (Triton's compiler front end refuses them), a matmul without tl.dot.
+changes in the loop (Triton's compiler front end refuses them), a matmul without tl.dot; and torch work around the
+launch (a normalisation in place, a conversion, the K tail), which tb.kernel_only() refuses, and 16-bit tl.dot
+operands in the float32 matmul, refused by their type.
 """
 
 from wrong_answers.tampering import with_tampering
@@ -46,6 +48,13 @@ def _ex1_kernel(other: str = ', other=-float("inf")', shift: str = "tl.max(x, ax
 
 
 _EX1_GOOD_KERNEL = _ex1_kernel()
+_EX1_NUMERATOR_BODY = '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    tl.store(out_ptr + row * n_cols + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
+'''
 
 # --------------------------------------------------------------------------- Exercise 2: fused RMSNorm
 
@@ -187,13 +196,7 @@ WRONG = {
     tl.store(out_ptr + row * n_cols + cols, numerator / tl.sum(numerator, axis=0), mask=mask)
 ''' + _EX1_GOOD_LAUNCHER,
         # The normalisation done by torch after the kernel: a second pass over memory.
-        "unfused": _EX1_KERNEL_HEAD + '''\
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    tl.store(out_ptr + row * n_cols + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
-''' + _EX1_LAUNCHER_HEAD + '''\
+        "unfused": _EX1_KERNEL_HEAD + _EX1_NUMERATOR_BODY + _EX1_LAUNCHER_HEAD + '''\
     out = torch.empty_like(x)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
@@ -211,6 +214,43 @@ WRONG = {
     out = torch.empty_like(x)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=256)
+    return out
+''',
+        # Review v3r3 M1: the kernel stores exp(x - max), torch normalises in place: two more passes over memory,
+        # which the counter (the kernel's loads and stores only) did not see. The tests refuse torch arithmetic.
+        "r3_inplace_divide": _EX1_KERNEL_HEAD + _EX1_NUMERATOR_BODY + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    out /= out.sum(dim=1, keepdim=True)
+    return out
+''',
+        # Review v3r3 M1: a copy kernel with the right traffic, then torch's softmax copied into its output.
+        "r3_copy_kernel_then_torch": _EX1_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    tl.store(out_ptr + row * n_cols + cols, tl.load(x_ptr + row * n_cols + cols, mask=mask), mask=mask)
+''' + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    out.copy_(torch.softmax(x.float(), dim=1))
+    return out
+''',
+        # Review v3r3 m3: a float32 output converted on return: a second pass, refused with the conversion named.
+        "r3_float32_then_to": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out.to(x.dtype)
+''',
+        # The input converted to float32 by torch before the kernel (a float32 copy of x in memory); a no-op on the
+        # visible float32 inputs.
+        "r3_input_to_float32": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x.float(), out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out
 ''',
     },
@@ -302,6 +342,55 @@ WRONG = {
     tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=1024)
     return y
 ''',
+        # Review v3r3 M1: the kernel computes x * w, torch the statistics and the scaling, in place: the exercise's
+        # point (float32 statistics in registers) done by torch, in three more passes over memory.
+        "r3_torch_scale_inplace": _EX2_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n_cols + cols, (x * w).to(y_ptr.dtype.element_ty), mask=mask)
+''' + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    y.mul_(torch.rsqrt(x.float().pow(2).mean(dim=1, keepdim=True) + eps).to(y.dtype))
+    return y
+''',
+        # Review v3r3 M2: float32 for the statistics, but x * w multiplied in float16 first: inf once |x * w| passes
+        # 65,504 (rows ~1e4, weights of a few units).
+        "r3_x_times_w_first": _EX2_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    xf = x.to(tl.float32)
+    mean_square = tl.sum(xf * xf, axis=0) / n_cols
+    y = x * w * tl.rsqrt(mean_square + eps)
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+''' + _EX2_GOOD_LAUNCHER,
+        # Review v3r3 M2, written out: the float16 product converted to float32 after it has overflowed.
+        "r3_xw_in_float16": _EX2_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    xf = x.to(tl.float32)
+    y = (x * w).to(tl.float32) * tl.rsqrt(tl.sum(xf * xf, axis=0) / n_cols + eps)
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+''' + _EX2_GOOD_LAUNCHER,
+        # The weight applied by torch after the kernel, in place: one more read and write of y.
+        "r3_weight_by_torch": _ex2_kernel(normalise="x * tl.rsqrt(mean_square + eps)").replace(" * w\n", "\n")
+        + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    y *= weight
+    return y
+''',
     },
     "ex3-solution": {
         "constant": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
@@ -356,6 +445,30 @@ WRONG = {
         _EX3_GOOD_LAUNCHER,
         # "Tensor Cores want float16": operands rounded to float16, whose subnormals lose gradient-sized entries.
         "r2_float16_operands": _ex3_kernel(product="tl.dot(a.to(tl.float16), b.to(tl.float16))") + _EX3_GOOD_LAUNCHER,
+        # Review v3r3 m2: bfloat16 operands (3 mantissa bits fewer than TF32), refused by their type: on a GPU their
+        # error would pass the tolerance, and the interpreter (triton 3.9) multiplies bfloat16 tiles wrongly.
+        "r3_bfloat16_operands": _ex3_kernel(product="tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))") +
+        _EX3_GOOD_LAUNCHER,
+        # The last, partial slice of K left to torch after the kernel: c += a[:, k_full:] @ b[k_full:].
+        "r3_k_tail_by_torch": _ex3_kernel(loop="for step in range(K // BLOCK_K):", start="step * BLOCK_K") +
+        _EX3_LAUNCHER_HEAD + '''\
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
+    tb.launch(matmul_kernel_tiled, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c, M, N, K,
+              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    k_full = K // block_k * block_k
+    if k_full < K:
+        c += a[:, k_full:] @ b[k_full:]
+    return c
+''',
+        # "Tensor Cores want float16": the operands converted by torch before the launch (two more passes).
+        "r3_operands_halved_by_torch": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
+    tb.launch(matmul_kernel_tiled, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a.half(), b.half(), c,
+              M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+''',
     },
 }
 
@@ -367,6 +480,13 @@ RIGHT = {
     out = torch.empty(x.shape, dtype=x.dtype).to(x.device)
     n_rows, n_cols = x.shape
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+''',
+        # Review v3r3 m1: the grid as a list, which Triton's kernel[grid] accepts.
+        "r3_list_grid": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, [n_rows], x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out
 ''',
         # Review v3r2 M4: Triton's num_warps, as the Fused Softmax tutorial passes it.
@@ -385,6 +505,23 @@ RIGHT = {
               num_warps=8, num_stages=2)
     return y
 ''',
+        # Review v3r3 M2's right variant: x * rsqrt(...) is float32 before the float16 weight multiplies it.
+        "r3_normalise_then_weight": _EX2_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    xf = x.to(tl.float32)
+    y = x * tl.rsqrt(tl.sum(xf * xf, axis=0) / n_cols + eps) * w
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+''' + _EX2_LAUNCHER_HEAD + '''\
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(rmsnorm_kernel, (n_rows,), x.view(n_rows, n_cols), weight, y, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols))
+    return y.view(x.shape)
+''',
     },
     "ex3-solution": {
         # The one output empty_like cannot make: zeros on the CPU, moved to a's device.
@@ -392,6 +529,14 @@ RIGHT = {
     (M, K), N = a.shape, b.shape[1]
     c = torch.zeros(M, N).to(a.device)
     tb.launch(matmul_kernel_tiled, (triton.cdiv(M, block_m), triton.cdiv(N, block_n)), a, b, c, M, N, K,
+              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+''',
+        # Review v3r3 m1: the grid as a list.
+        "r3_list_grid": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
+    (M, K), N = a.shape, b.shape[1]
+    c = a.new_empty((M, N))
+    tb.launch(matmul_kernel_tiled, [triton.cdiv(M, block_m), triton.cdiv(N, block_n)], a, b, c, M, N, K,
               BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     return c
 ''',

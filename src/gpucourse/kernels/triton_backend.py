@@ -5,7 +5,8 @@
 - :func:`launch`, :func:`count_traffic`, :class:`OutOfBounds`, :func:`require_triton` and what a launch that a
   GPU would refuse raises (:class:`LaunchRefused`: :class:`CompileError`, :class:`MixedDevices`) live in
   :mod:`~gpucourse.kernels.triton_launch` (below the course's kernels, which launch through it) and are re-exported
-  here, where the lesson calls them; the traffic records (:class:`Traffic`, ...) come from
+  here, where the lesson calls them, with what its tests run a learner's function under (:func:`default_device_meta`,
+  :func:`kernel_only`, which raises :class:`TorchOutsideKernel`); the traffic records (:class:`Traffic`, ...) come from
   :mod:`~gpucourse.kernels.triton_traffic`.
 - :func:`launches_compiled` and :func:`describe_mode` say how kernels on a device run: compiled, or interpreted.
 - :func:`draw_matmul_tiles` draws which tiles of A, B and C one program of a tiled matmul touches (no Triton needed).
@@ -13,7 +14,7 @@
 
 from __future__ import annotations
 
-from gpucourse.kernels.triton_checks import default_device_meta
+from gpucourse.kernels.triton_checks import TorchOutsideKernel, default_device_meta, kernel_only
 from gpucourse.kernels.triton_launch import (CompileError, LaunchRefused, MixedDevices, OutOfBounds, count_traffic,
                                              launch, require_triton)
 from gpucourse.kernels.triton_traffic import LaunchRecord, TensorTraffic, Traffic
@@ -110,6 +111,6 @@ def draw_matmul_tiles(M: int, N: int, K: int, block_m: int, block_n: int, block_
 
 
 __all__ = ["CompileError", "LaunchRecord", "LaunchRefused", "MixedDevices", "OutOfBounds", "TensorTraffic", "Traffic", "count_traffic",
-           "default_device_meta", "describe_mode",
-           "draw_matmul_tiles", "launch",
+           "TorchOutsideKernel", "default_device_meta", "describe_mode",
+           "draw_matmul_tiles", "kernel_only", "launch",
            "launches_compiled", "require_triton", "triton_modules"]

@@ -17,6 +17,12 @@ runs. :func:`~gpucourse.kernels.triton_launch.launch` asks two questions here be
   output made without ``device=`` lands there and is refused, while ``torch.empty(shape).to(x.device)`` works.
 
 Both errors are :class:`LaunchRefused`, whose message ends with a hint.
+
+Graders also run the learner's function under :func:`kernel_only`: a torch operation other than an allocation, a
+view or a move to another device that the function runs around its launches (``out /= out.sum(1, keepdim=True)``,
+``x.float()``, ``y.mul_(...)``) raises :class:`TorchOutsideKernel`, since each is one more pass over memory that the
+kernel's traffic, counted by :func:`~gpucourse.kernels.triton_launch.count_traffic`, does not show. The launcher's
+own torch work (copies to and from the interpreter) runs inside :func:`launcher_at_work` and is not counted.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ class CompileError(LaunchRefused):
 
 class MixedDevices(LaunchRefused, ValueError):
     """A launch whose tensors live on different devices, or on the meta device (no memory at all)."""
+
+
+class TorchOutsideKernel(RuntimeError):
+    """Under :func:`kernel_only`: a torch operation that computes (not an allocation, a view or a device move)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +121,7 @@ def default_device_meta() -> Iterator[None]:
         with MetaDefault():
             yield
     except (NotImplementedError, RuntimeError) as error:
-        if "meta" not in str(error) or isinstance(error, LaunchRefused):
+        if "meta" not in str(error) or isinstance(error, (LaunchRefused, TorchOutsideKernel)):
             raise
         raise MixedDevices(
             f"a tensor made without device= was used ({type(error).__name__}: {error}). The tests make the default "
@@ -143,6 +153,95 @@ def check_devices(bound: dict[str, object]) -> None:
         raise MixedDevices(f"tensors on different devices ({where}): a kernel reads all its tensors on one device; "
                            "a GPU cannot read a CPU tensor (\"Pointer argument cannot be accessed from Triton (cpu "
                            "tensor?)\"). Allocate outputs with torch.empty_like(x) or device=x.device.")
+
+
+# --------------------------------------------------------------------------- torch work around the kernel
+
+_ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+                          "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+                          "new_full", "zero_", "fill_", "lift_fresh", "lift_fresh_copy"})   # lift: torch.tensor(data)
+_LAUNCHER = [0]   # > 0 while tb.launch runs: its own torch work is not the learner's
+
+
+@contextlib.contextmanager
+def launcher_at_work() -> Iterator[None]:
+    """Within the block (the body of ``tb.launch``), :func:`kernel_only` lets every torch operation run."""
+    _LAUNCHER[0] += 1
+    try:
+        yield
+    finally:
+        _LAUNCHER[0] -= 1
+
+
+def _computes(func: object, args: tuple, kwargs: dict) -> bool:
+    """True unless the aten operation ``func`` allocates, makes a view, or moves a tensor keeping its dtype."""
+    name = func.overloadpacket.__name__
+    if name in _ALLOCATIONS or func.is_view:
+        return False
+    if name == "_to_copy":   # .to(device) moves the values; .to(dtype), .float(), .half() convert them
+        return kwargs.get("dtype") not in (None, args[0].dtype)
+    return True
+
+
+def _what(name: str) -> str:
+    """The Python that usually runs the aten operation ``name``."""
+    return {"_to_copy": "a dtype conversion (.to(dtype), .float(), .half())", "copy_": "a copy (.copy_(), "
+            "out[...] = ...)", "clone": "a copy (.clone(), .contiguous() of a non-contiguous tensor)",
+            "_local_scalar_dense": "a read of a value on the host (.item(), float(t))"}.get(name, "")
+
+
+def _refusal(what: str) -> TorchOutsideKernel:
+    """The error for torch work ``what`` done outside the kernel, naming the learner's line."""
+    from gpucourse.placement import _caller   # the innermost line outside torch and the course
+
+    return TorchOutsideKernel(
+        f"torch ran {what} outside your Triton kernel, before or after tb.launch, at {_caller()}. All the "
+        f"arithmetic, conversions included, must happen in the kernel: each torch operation is one more pass over "
+        f"memory that the budget has no room for. Allocate the output in its final dtype (torch.empty_like(x)), "
+        f"launch the kernel, and return the output it stored into")
+
+
+_HOST_VIEWS = frozenset({"numpy", "tolist", "__array__"})   # the values handed to numpy or Python, past the dispatcher
+
+
+def kernel_only():
+    """Within ``with kernel_only():`` any torch operation that computes, outside ``tb.launch``, raises
+    :class:`TorchOutsideKernel` naming it and the line: allocations (``torch.empty_like``, ``torch.empty``,
+    ``torch.zeros``, ...), views (``view``, ``reshape``, slicing) and device moves that keep the dtype run. A
+    ``TorchDispatchMode`` (the course's :class:`~gpucourse.memory.OpObserver`) sees every operation, on any device;
+    a ``TorchFunctionMode`` also refuses ``.numpy()``, ``.tolist()`` and ``np.asarray(t)``, through which numpy could
+    compute unseen. Lesson 06_triton's tests run a learner's kernel function under it, since torch work before or
+    after the launch (a normalisation, a conversion) is a pass over memory that the kernel's counted traffic does
+    not show."""
+    from torch.overrides import TorchFunctionMode
+
+    from gpucourse.memory import OpObserver
+
+    class HostViews(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+            name = getattr(func, "__name__", "")
+            if not _LAUNCHER[0] and name in _HOST_VIEWS:
+                raise _refusal(f"Tensor.{name.strip('_')} (the values handed to numpy or Python)")
+            return func(*args, **(kwargs or {}))
+
+    class KernelOnly(OpObserver):
+        def _observe(self, func, args, kwargs):  # noqa: ANN001, ANN202
+            if not _LAUNCHER[0] and _computes(func, args, kwargs):
+                name = func.overloadpacket.__name__
+                usually = _what(name)
+                raise _refusal(f"{name} ({usually})" if usually else name)
+            return func(*args, **kwargs)
+
+        def __enter__(self):  # noqa: ANN204
+            self._host_views = HostViews()
+            self._host_views.__enter__()
+            return super().__enter__()
+
+        def __exit__(self, *exc) -> None:
+            super().__exit__(*exc)
+            self._host_views.__exit__(*exc)
+
+    return KernelOnly()
 
 
 # --------------------------------------------------------------------------- the compiler's front end
@@ -257,6 +356,6 @@ def require_compiles(kernel: object, bound: dict[str, object]) -> FrontEnd:
     return verdict
 
 
-__all__ = ["CompileError", "FrontEnd", "LaunchRefused", "MixedDevices", "TARGET", "check_devices",
-           "default_device_meta", "front_end",
+__all__ = ["CompileError", "FrontEnd", "LaunchRefused", "MixedDevices", "TARGET", "TorchOutsideKernel",
+           "check_devices", "default_device_meta", "front_end", "kernel_only", "launcher_at_work",
            "require_compiles"]

@@ -69,8 +69,9 @@ def _check_kernel(kernel: object) -> None:
 
 
 def _check_grid(grid: object) -> tuple[int, ...]:
-    """Return ``grid`` as a tuple of 1-3 positive ints, else raise naming ``grid``."""
-    if not isinstance(grid, tuple) or not 1 <= len(grid) <= 3:
+    """Return ``grid`` (a tuple or list, as Triton takes either) as a tuple of 1-3 positive ints, else raise naming
+    ``grid``."""
+    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
         raise TypeError(f"grid must be a tuple of 1 to 3 positive ints such as (triton.cdiv(n, BLOCK),), "
                         f"got {type(grid).__name__} ({grid!r})")
     for size in grid:
@@ -351,6 +352,7 @@ def _instrumented(spans: _Spans, poison: bool = False) -> Iterator[None]:
 
     def dot(self, *args, **kwargs):
         spans.record.dots += 1
+        spans.record.dot_operands.update(str(getattr(operand, "dtype", "?")) for operand in args[:2])
         program = _current_program()
         spans.record.program_dots[program] = spans.record.program_dots.get(program, 0) + 1
         return originals["create_dot"](self, *args, **kwargs)
@@ -457,24 +459,38 @@ def _built_once(kernel: object) -> object:
     return _BUILT.setdefault((src, id(getattr(fn, "__globals__", None)), getattr(fn, "__qualname__", "")), kernel)
 
 
+@functools.lru_cache(maxsize=256)
+def _parameter_names(fn: object) -> tuple[str, ...]:
+    """The kernel function's argument names, read once per function (inspect.signature costs tens of µs, which a
+    timed launch on a GPU would count)."""
+    return tuple(inspect.signature(fn).parameters)
+
+
 def launch(kernel: object, grid: object, *args: object, **constexprs: object) -> None:
     """Run ``kernel[grid](*args, **constexprs)``: compiled on a CUDA GPU, else in Triton's interpreter.
 
-    ``grid`` is a tuple of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a function
-    of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Triton's launch options
+    ``grid`` is a tuple (or list) of 1-3 positive ints (programs per axis), e.g. ``(triton.cdiv(n, BLOCK),)``, or a
+    function of the kernel's arguments returning one (what a triton.autotune'd kernel needs). Triton's launch options
     ``num_warps`` (a power of two), ``num_stages`` and ``num_ctas`` (positive ints) are checked and passed to the
     compiled kernel; the interpreter, which has no warps or pipeline, ignores them (as Triton's own does). Inside
     ``count_traffic()`` the launch always runs interpreted and is counted. A launch a GPU would refuse raises
     :class:`LaunchRefused` on any machine: tensors on different devices (:class:`MixedDevices`), or, before the
     interpreter runs, a kernel that Triton's compiler refuses for an sm_80 GPU (:class:`CompileError`; see
-    :mod:`~gpucourse.kernels.triton_checks`). Lesson: 06_triton.
+    :mod:`~gpucourse.kernels.triton_checks`). Its own torch work is not refused by
+    :func:`~gpucourse.kernels.triton_checks.kernel_only`. Lesson: 06_triton.
     """
+    with triton_checks.launcher_at_work():
+        _launch(kernel, grid, args, constexprs)
+
+
+def _launch(kernel: object, grid: object, args: tuple, constexprs: dict) -> None:
+    """The body of :func:`launch`."""
     triton = require_triton()
     _check_kernel(kernel)
     if not callable(grid):
         grid = _check_grid(grid)
     jit_function = kernel.fn if isinstance(kernel, triton.runtime.autotuner.Autotuner) else kernel
-    names = list(inspect.signature(jit_function.fn).parameters)
+    names = list(_parameter_names(jit_function.fn))
     constexprs = dict(constexprs)
     options = _launch_options(constexprs)
     _check_arguments(names, args, constexprs)

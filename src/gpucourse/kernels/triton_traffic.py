@@ -49,6 +49,7 @@ class LaunchRecord:
     programs: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
     dots: int = 0  # tl.dot calls, over all programs
     program_dots: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    dot_operands: set[str] = field(default_factory=set)  # the element types tl.dot multiplied: "fp32", "bf16", ...
 
     @property
     def num_programs(self) -> int:
@@ -111,6 +112,11 @@ class Traffic:
             return sum(launch.dots for launch in self.launches)
         key = tuple(program) + (0,) * (3 - len(program))
         return sum(launch.program_dots.get(key, 0) for launch in self.launches)
+
+    def dot_operand_types(self) -> list[str]:
+        """The element types of the tiles that ``tl.dot`` multiplied over all launches ("fp32", "fp16", "bf16", ...),
+        sorted: what a GPU's Tensor Cores would read (float32 tiles as TF32 by default)."""
+        return sorted(set().union(*(launch.dot_operands for launch in self.launches)))
 
     def rows(self) -> tuple[list[str], list[list[object]]]:
         """A header and one row per launch and tensor, for plots.show_table."""

@@ -11,6 +11,7 @@ no key giving NaN; a cache grown with torch.cat, made without device=, KV heads 
 repeated for each query head, the cache read before this token is written.
 """
 
+from notebook_utils import cell_by_grade_id, load, solution_path, source
 from wrong_answers.tampering import with_tampering
 
 _EX1 = '''\
@@ -252,5 +253,15 @@ WRONG: dict[str, dict[str, str]] = {
             "    cache[\"v\"][:, t] = v_t\n    return out").replace("[:, :t + 1]", "[:, :t]")),
     },
 }
+
+# Lesson 06's review v3r3 (major M1), carried here: torch work around the launch was unseen by the traffic counter.
+_EX1_MODEL = source(cell_by_grade_id(load(solution_path("11_attention")), "ex1-solution"))
+WRONG["ex1-solution"]["r5_float32_output_cast_by_torch"] = _EX1_MODEL.replace(
+    "    o = torch.empty_like(q)\n", "    o = torch.empty_like(q, dtype=torch.float32)   # cast after the kernel\n").replace(
+    "    return o\n", "    return o.to(q.dtype)\n")
+WRONG["ex1-solution"]["r5_normalised_again_by_torch"] = _EX1_MODEL.replace(
+    "    return o\n", "    return o / o.new_ones(()).sum()   # a no-op division, done by torch\n")
+assert _EX1_MODEL not in (WRONG["ex1-solution"]["r5_float32_output_cast_by_torch"],
+                          WRONG["ex1-solution"]["r5_normalised_again_by_torch"])
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

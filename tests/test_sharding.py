@@ -1,4 +1,5 @@
-"""gpucourse.parallel.sharding: the ZeRO-2 optimizer, its grader (real gloo processes) and the FSDP2 demonstration."""
+"""gpucourse.parallel.sharding: the ZeRO-2 optimizer and the FSDP2 exercise, their graders (real gloo processes), the
+FSDP2 demonstration."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 
 from gpucourse import parallel
 from gpucourse.checks import CheckFailed, off_limits
-from gpucourse.parallel import ZeroCase, sharding
+from gpucourse.parallel import ZeroCase, fsdp, sharding
 
 
 class _Summing(sharding._Zero2Adam):
@@ -154,7 +155,7 @@ def test_a_failing_rank_is_a_failed_check():
         def step(self) -> None:
             raise ValueError("no step")
 
-    with pytest.raises(CheckFailed, match="rank 0 raised ValueError: no step"):
+    with pytest.raises(CheckFailed, match=r"rank \d raised ValueError: no step"):
         parallel.zero_check(Crashing, [ZeroCase()], shown=0)
 
 
@@ -189,3 +190,52 @@ class _Unwritten:
 def test_an_unwritten_class_raises_not_implemented_error_in_the_notebook():
     with pytest.raises(NotImplementedError):
         parallel.run_zero2(_Unwritten)
+
+
+def _blocks_only(model, mesh):
+    """The typical FSDP2 mistake: every block sharded, the root left alone."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def _float32(model, mesh):
+    """The right wrap policy without a mixed-precision policy."""
+    from torch.distributed.fsdp import fully_shard
+
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def test_block_net_is_seeded_with_blocks_and_a_root_of_its_own():
+    first, second = parallel.block_net(parallel.FsdpCase(seed=3)), parallel.block_net(parallel.FsdpCase(seed=3))
+    assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters()))
+    assert len(first.blocks) == 2 and first(torch.ones(5, 6)).shape == (5, 3)
+    with pytest.raises(ValueError, match="blocks"):
+        parallel.FsdpCase(blocks=0)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_the_fsdp_grader_passes_the_model_answer_even_when_it_is_off_limits(world_size):
+    cases = [parallel.FsdpCase(), parallel.FsdpCase(d_in=5, width=7, d_out=2, blocks=3, seed=4, rows=3, steps=2)]
+    with off_limits("gpucourse.parallel.fsdp_shard", exercise="a test", namespace={}):
+        parallel.fsdp_check(fsdp._fsdp_shard, cases, shown=0, world_size=world_size)
+
+
+@pytest.mark.parametrize("shard_fn, message", [(_blocks_only, "the root and every block only"),
+                                               (_float32, "output dtype")])
+def test_the_fsdp_grader_names_what_is_wrong(shard_fn, message):
+    with pytest.raises(CheckFailed, match=message):
+        parallel.fsdp_check(shard_fn, [parallel.FsdpCase()], shown=0)
+
+
+def test_the_fsdp_grader_rejects_bad_input():
+    with pytest.raises(TypeError, match="shard_fn"):
+        parallel.fsdp_check("shard", [parallel.FsdpCase()])
+    with pytest.raises(TypeError, match="cases"):
+        parallel.fsdp_check(parallel.fsdp_shard, [ZeroCase()])

@@ -103,7 +103,8 @@ class Zero2Adam:
         "typical": _CLASS + '''
     def step(self) -> None:
         for i, p in enumerate(self.params):
-''' + (_PART + _FLAT + _RS + _FREE).replace("        ", "            ") + _step()[len("\n    def step(self) -> None:\n"):],
+''' + (_PART + _FLAT + _RS + _FREE).replace("        ", "            ")
+        + _step()[len("\n    def step(self) -> None:\n"):],
         # An all-reduce of the whole gradient in the hook, then this rank's part kept: right weights, twice the
         # traffic of a reduce-scatter.
         "all_reduce_in_hook": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
@@ -154,6 +155,61 @@ class Zero2Adam:
             "(self.v[i].sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)", "self.v[i].sqrt().add_(eps)").replace(
             "value=-lr / (1 - b1 ** self.t)", "value=-lr"),
     },
+}
+
+_EX2 = '''\
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+def shard(model: torch.nn.Module, mesh) -> torch.nn.Module:
+    """FSDP2 on this rank."""
+'''
+_POLICY = '''\
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+'''
+_BLOCKS = '''\
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+'''
+_ROOT = '''\
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+'''
+_RETURN = '''\
+    return model
+'''
+
+WRONG["ex2-solution"] = {
+    # Returns the model as it came: nothing sharded.
+    "constant": _EX2 + _RETURN,
+    # The course's own function: off-limits (in the worker processes too).
+    "helper": _EX2 + '''\
+    return parallel.fsdp_shard(model, mesh)
+''',
+    # Wraps the first two blocks, as many as the visible model has: the hidden models have more.
+    "visible_only": _EX2 + _POLICY + '''\
+    for block in list(model.blocks)[:2]:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+''' + _ROOT + _RETURN,
+    # The root left unsharded: embed and head stay whole, replicated on every rank.
+    "typical": _EX2 + _POLICY + _BLOCKS + _RETURN,
+    # No mixed-precision policy: float32 gathers and compute, twice the bytes.
+    "no_mixed_precision": _EX2 + '''\
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+''' + _RETURN,
+    # Gradients summed over the ranks in bfloat16.
+    "reduce_in_bfloat16": _EX2 + '''\
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
+''' + _BLOCKS + _ROOT + _RETURN,
+    # One group per Linear layer instead of per block: twice the collectives.
+    "every_linear": _EX2 + _POLICY + '''\
+    for block in model.blocks:
+        for layer in (block.fc1, block.fc2):
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+''' + _ROOT + _RETURN,
+    # Only the root: one group, the whole model gathered at once.
+    "root_only": _EX2 + _POLICY + _ROOT + _RETURN,
 }
 
 # every exercise also gets the tampering kinds (tampering/)

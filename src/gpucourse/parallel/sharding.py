@@ -1,10 +1,11 @@
-"""Sharded training state for real: a ZeRO-2 optimizer over a process group, its grader, and FSDP2 observed.
+"""Sharded training state for real: a ZeRO-2 optimizer over a process group and its grader.
 
 Taught in 15_sharding. :class:`Zero2Adam` is the model answer of the lesson's ZeRO-2 exercise (a thin subclass, so
 that ``checks.off_limits`` can block it while the grader, which never uses it, keeps working); :func:`zero_check`
 runs a learner's class on N worker processes (one launch for all its cases) and compares it with data-parallel
-training by ``torch.optim.Adam``, its gradient memory during backward and its collectives by phase; :func:`fsdp_worker` shards the same kind of model with ``fully_shard`` and counts
-its collectives by phase. PyTorch is imported only by the functions that need it.
+training by ``torch.optim.Adam``, its gradient memory during backward and its collectives by phase.
+FSDP2 (ZeRO-3 in PyTorch) is in :mod:`gpucourse.parallel.fsdp`. PyTorch is imported only by the functions that need
+it.
 """
 
 from __future__ import annotations
@@ -319,7 +320,8 @@ def _check_case(case: ZeroCase, rank: int, report: dict, world_size: int, quiet:
                         "in step(), all_gather_into_tensor each parameter's updated shard, and nothing else: the "
                         "gradients were reduce-scattered during backward, by the hooks")
                   + f"; nothing of this kind in {other}", quiet=not shown)
-        check(f"{where}, step {number}: parameters whose .grad is still set after backward()", ", ".join(step["left"]) or "none", "none",
+        check(f"{where}, step {number}: parameters whose .grad is still set after backward()",
+              ", ".join(step["left"]) or "none", "none",
               hint="set p.grad = None in the hook once its shard is reduce-scattered: the full gradient is not "
                    "needed any more", quiet=not shown)
         bound = FLOAT_BYTES * max(sizes) + shards
@@ -399,53 +401,3 @@ def run_zero2(optimizer_class: Callable, case: ZeroCase | None = None, *, world_
         raise TypeError(f"case must be a ZeroCase, got {type(case).__name__}")
     world_size = positive_int("world_size", world_size)
     return [reports[0] for reports in _launch_answer(optimizer_class, world_size, [case], timeout_s)]
-
-
-def _local_bytes(tensors: object) -> int:
-    """Bytes this rank stores for some tensors: a sharded (DTensor) parameter counts its local shard only."""
-    total = 0
-    for tensor in tensors:
-        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
-        total += local.numel() * local.element_size()
-    return total
-
-
-def fsdp_worker(rank: int, world_size: int, sizes: Sequence[int] = (64, 256, 256, 10), rows: int = 16,
-                seed: int = 0) -> list[dict]:
-    """Shard an MLP with FSDP2's ``fully_shard`` twice (resharding after forward or not); bytes and traffic by phase."""
-    import torch
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    device = rank_device(rank)
-    rows_out = []
-    with process_group(rank, world_size):
-        mesh = init_device_mesh(device.type, (world_size,))
-        for reshard in (True, False):
-            model = sized_mlp(sizes, seed).to(device)
-            before = _local_bytes(model.parameters())
-            for layer in model:
-                if isinstance(layer, torch.nn.Linear):
-                    fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
-            fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
-            adam = torch.optim.Adam(model.parameters())
-            x = torch.randn(rows, sizes[0], generator=torch.Generator().manual_seed(seed + rank)).to(device)
-            with CommCounter() as comm:
-                with comm.phase("forward"):
-                    loss = model(x).square().mean()
-                with comm.phase("backward"):
-                    loss.backward()
-                with comm.phase("optimizer"):
-                    adam.step()
-            rows_out.append({"reshard_after_forward": reshard, "bytes_before": before,
-                             "bytes_after": _local_bytes(model.parameters()),
-                             "adam_bytes": state_bytes(list(adam.state.values())),
-                             "phases": {phase: comm.summary(phase) for phase in ("forward", "backward", "optimizer")}})
-    return rows_out
-
-
-def run_fsdp(sizes: Sequence[int] = (64, 256, 256, 10), *, world_size: int = 2, timeout_s: float = 90.0) -> list[dict]:
-    """Run :func:`fsdp_worker` on ``world_size`` ranks (one launch); rank 0's two reports."""
-    sizes = tuple(positive_int("sizes", width) for width in sizes)
-    world_size = positive_int("world_size", world_size)
-    return launch(fsdp_worker, world_size, (sizes,), timeout_s=timeout_s)[0]

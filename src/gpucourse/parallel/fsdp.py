@@ -176,14 +176,15 @@ def _case_batches(case: FsdpCase, world_size: int) -> list:
              torch.randn(case.rows * world_size, case.d_out, generator=g)) for _ in range(case.steps)]
 
 
-def _bf16_reference(case: FsdpCase, batches: list, world_size: int) -> dict:
+def _bf16_reference(case: FsdpCase, batches: list, world_size: int, device: object = "cpu") -> dict:
     """What FSDP2 with bfloat16 parameters and float32 reduction computes, in one process: float32 master weights;
-    each step, a bfloat16 copy computes every rank's gradient on its rows, the float32 casts are averaged, Adam."""
+    each step, a bfloat16 copy computes every rank's gradient on its rows, the float32 casts are averaged, Adam. On
+    the ranks' device, so that the bfloat16 kernels are the same ones; the weights come back on the CPU."""
     import copy
 
     import torch
 
-    master = block_net(case)
+    master = block_net(case).to(device)
     adam = torch.optim.Adam(master.parameters(), lr=case.lr)
     for x, y in batches:
         low = copy.deepcopy(master).to(torch.bfloat16)
@@ -191,13 +192,14 @@ def _bf16_reference(case: FsdpCase, batches: list, world_size: int) -> dict:
         for r in range(world_size):
             low.zero_grad()
             rows = slice(r * case.rows, (r + 1) * case.rows)
-            torch.nn.functional.mse_loss(low(x[rows].to(torch.bfloat16)).float(), y[rows]).backward()
+            out = low(x[rows].to(device, torch.bfloat16)).float()
+            torch.nn.functional.mse_loss(out, y[rows].to(device)).backward()
             for t, p in zip(total, low.parameters()):
                 t += p.grad.float()
         for p, t in zip(master.parameters(), total):
             p.grad = t / world_size
         adam.step()
-    return {name: p.detach().clone() for name, p in master.named_parameters()}
+    return {name: p.detach().cpu() for name, p in master.named_parameters()}
 
 
 def _fsdp_train(model, case: FsdpCase, batches: list, rank: int, device, report: dict) -> None:
@@ -236,7 +238,7 @@ def fsdp_grader_worker(rank: int, world_size: int, shard_fn: Callable, cases: Se
         mesh = init_device_mesh(device.type, (world_size,))
         for case in cases:
             batches = _case_batches(case, world_size)
-            expected = _bf16_reference(case, batches, world_size)
+            expected = _bf16_reference(case, batches, world_size, device)
             model = block_net(case).to(device)
             full_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
             returned = shard_fn(model, mesh)

@@ -42,6 +42,8 @@ TAMPERING_WITHOUT_REPLACING = ("tamper_reference", "tamper_names", "tamper_insta
 """Tampering kinds that replace none of the course's code (they read or pre-fill notebook names, or patch an object
 the answer was handed): they fail by the checks; every other tamper_ kind must fail with GradingCodeReplaced."""
 CAUGHT_BY_THE_CHECKS = {("15_sharding", "ex1", "tamper_during_test"):
+                        "the answer runs in gloo worker processes; what it rebinds there, the checks catch",
+                        ("15_sharding", "ex2", "tamper_during_test"):
                         "the answer runs in gloo worker processes; what it rebinds there, the checks catch"}
 """(lesson, exercise, kind): why that tampering fails by a check, not by the referee's sentence."""
 CRASHES = ("NameError", "SyntaxError", "IndentationError")  # a wrong answer must be caught by a check, not these

@@ -35,11 +35,12 @@ def profile_variables(profile: str, cache_root: Path) -> dict[str, str]:
     return {**CPU_PROFILES[profile], "TORCHINDUCTOR_CACHE_DIR": str(Path(cache_root) / f"inductor-{profile}")}
 
 # Lessons built slim for now (COURSE.md section 11): later issues extend them to the full 3-5 exercises (none left).
-SLIM_LESSONS: set[str] = {"15_sharding"}  # issue 31: one exercise (ZeRO) until its FSDP2 exercise lands
+SLIM_LESSONS: set[str] = set()
 # v3 lessons with 2 exercises where one is large (COURSE.md section 2): 01 left occupancy to lesson 05; 02's fusion
 # exercise is the large one; 16's tensor-parallel forward and backward is (its plan search went: a black-box
-# argmin, issue 31).
-TWO_EXERCISE_LESSONS: set[str] = {"01_architecture", "02_roofline", "12_mixed_precision", "16_model_parallelism"}
+# argmin, issue 31); 15's ZeRO-2 optimizer is (its FSDP2 exercise is the second, issue 31).
+TWO_EXERCISE_LESSONS: set[str] = {"01_architecture", "02_roofline", "12_mixed_precision", "15_sharding",
+                                  "16_model_parallelism"}
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

@@ -1,4 +1,5 @@
-"""gpucourse.parallel.sharding: the ZeRO step, its grader (real gloo processes) and the FSDP2 demonstration."""
+"""gpucourse.parallel.sharding: the ZeRO-2 optimizer and the FSDP2 exercise, their graders (real gloo processes), the
+FSDP2 demonstration."""
 
 from __future__ import annotations
 
@@ -7,26 +8,75 @@ import torch
 
 from gpucourse import parallel
 from gpucourse.checks import CheckFailed, off_limits
-from gpucourse.parallel import ZeroCase, sharding
+from gpucourse.parallel import ZeroCase, fsdp, sharding
 
 
-def _summing_step(params: list, state: dict, dist, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8) -> None:
-    """The ZeRO step with the typical mistake: the reduce-scattered gradient is summed, not averaged."""
-    world = dist.get_world_size()
-    for p in params:
-        p.grad.mul_(world)
-    parallel.sharding._zero_step(params, state, dist, lr, betas, eps)
+class _Summing(sharding._Zero2Adam):
+    """The typical mistake: the reduce-scattered gradient is summed, not averaged."""
+
+    def _reduce_scatter(self, p) -> None:
+        p.grad.mul_(self.world)
+        super()._reduce_scatter(p)
 
 
-def _all_reduce_step(params: list, state: dict, dist, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8) -> None:
-    """Plain data-parallel Adam: all-reduce, full state on every rank."""
-    for p in params:
-        dist.all_reduce(p.grad)
-        p.grad /= dist.get_world_size()
-    if not state:
-        state["adam"] = torch.optim.Adam(params, lr=lr, betas=betas, eps=eps)
-        state["tensors"] = state["adam"].state
-    state["adam"].step()
+class _Kept(sharding._Zero2Adam):
+    """p.grad never freed: the model answer's hook, then the gradient put back."""
+
+    def _reduce_scatter(self, p) -> None:
+        grad = p.grad
+        super()._reduce_scatter(p)
+        p.grad = grad
+
+
+class _Stashed(sharding._Zero2Adam):
+    """p.grad freed, but every full gradient kept in the object until step()."""
+
+    def _reduce_scatter(self, p) -> None:
+        self.stash = getattr(self, "stash", [])
+        self.stash.append(p.grad)
+        super()._reduce_scatter(p)
+
+    def step(self) -> None:
+        self.stash = []
+        super().step()
+
+
+class _AllReduce(sharding._Zero2Adam):
+    """An all-reduce in the hook, the shard sliced out: right weights, the wrong collective."""
+
+    def _reduce_scatter(self, p) -> None:
+        part = self._part(p)
+        flat = torch.nn.functional.pad(p.grad.reshape(-1), (0, part * self.world - p.numel()))
+        self.dist.all_reduce(flat)
+        self.grads[self.index[id(p)]] = flat[self.rank * part:(self.rank + 1) * part] / self.world
+        p.grad = None
+
+
+class _InStep(sharding._Zero2Adam):
+    """ZeRO-1's memory: no hook; the full gradients reduce-scattered in step()."""
+
+    def __init__(self, params, dist, **settings) -> None:
+        super().__init__(params, dist, **settings)
+        for handle in self.handles:
+            handle.remove()
+
+    def step(self) -> None:
+        for p in self.params:
+            self._reduce_scatter(p)
+        super().step()
+
+
+_KEPT_ASIDE: dict = {}
+
+
+class _StateKeptAside(sharding._Zero2Adam):
+    """The model answer, plus full-size m and v kept in a module global: the object alone looks sharded."""
+
+    def step(self) -> None:
+        if _KEPT_ASIDE.get("model") != id(self.params[0]):
+            count = sum(p.numel() for p in self.params)
+            _KEPT_ASIDE.update(model=id(self.params[0]), m=torch.zeros(count), v=torch.zeros(count))
+        super().step()
 
 
 def test_zero_case_counts_parameters_and_rejects_bad_settings():
@@ -65,44 +115,57 @@ def test_state_bytes_walks_containers_once_per_tensor():
     assert parallel.state_bytes(adam.state) >= 2 * 4 * 36
 
 
-def test_the_grader_passes_the_model_answer_even_when_it_is_off_limits():
+def test_the_gradient_probe_counts_live_gradients_and_what_the_optimizer_took_on():
+    model = parallel.sized_mlp((6, 8, 2))  # 48 + 8 + 16 + 2 parameters
+    params = list(model.parameters())
+    probe = sharding._GradientProbe(params)
+    holder = type("Holder", (), {})()
+    holder.kept, holder.params = [torch.zeros(5)], params
+    probe.watch(holder)
+    probe.start()  # the 5 numbers held already are not gradient memory
+    model(torch.ones(3, 6)).square().sum().backward()
+    assert probe.peak == 4 * 74  # nobody frees p.grad: all of them at the last hook
+    probe.remove()
+    assert not any(p._post_accumulate_grad_hooks for p in params)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_the_grader_passes_the_model_answer_even_when_it_is_off_limits(world_size):
     cases = [ZeroCase(sizes=(5, 3, 2), seed=1, steps=2), ZeroCase(sizes=(6, 7, 3), seed=2, steps=3, lr=2e-2, eps=1e-2)]
 
-    def own_step(params, state, dist, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
-        """The package's answer, reached through the private function."""
-        sharding._zero_step(params, state, dist, lr, betas, eps)
+    class Own(sharding._Zero2Adam):
+        """The package's answer, reached through the private class."""
 
-    with off_limits("gpucourse.parallel.zero_step", exercise="a test", namespace={}):
-        parallel.zero_check(own_step, cases, shown=0)
-
-
-_KEPT_ASIDE: dict = {}
+    with off_limits("gpucourse.parallel.Zero2Adam", exercise="a test", namespace={}):
+        parallel.zero_check(Own, cases, shown=0, world_size=world_size)
 
 
-def _state_kept_aside_step(params: list, state: dict, dist, lr: float = 1e-3, betas=(0.9, 0.999),
-                           eps: float = 1e-8) -> None:
-    """The model answer, plus full-size m and v kept in a module global: `state` alone looks sharded."""
-    if _KEPT_ASIDE.get("model") != id(params[0]):
-        count = sum(p.numel() for p in params)
-        _KEPT_ASIDE.update(model=id(params[0]), m=torch.zeros(count), v=torch.zeros(count))
-    parallel.sharding._zero_step(params, state, dist, lr, betas, eps)
-
-
-@pytest.mark.parametrize("step, message", [(_summing_step, "parameters equal"), (_all_reduce_step, "keep alive"),
-                                           (_state_kept_aside_step, "keep alive between steps, in `state` or anywhere")])
-def test_the_grader_names_what_is_wrong(step, message):
+@pytest.mark.parametrize("optimizer, message", [
+    (_Summing, "parameters equal"), (_Kept, "still set after backward"), (_Stashed, "peak gradient bytes"),
+    (_AllReduce, "collectives during backward"), (_InStep, "collectives during backward"),
+    (_StateKeptAside, "keeps alive between steps, anywhere")])
+def test_the_grader_names_what_is_wrong(optimizer, message):
     cases = [ZeroCase(sizes=(16, 33, 9), seed=5, steps=3, lr=3e-2, eps=1e-2)]
     with pytest.raises(CheckFailed, match=message):
-        parallel.zero_check(step, cases, shown=0)
+        parallel.zero_check(optimizer, cases, shown=0)
+
+
+def test_a_failing_rank_is_a_failed_check():
+    class Crashing(sharding._Zero2Adam):
+        def step(self) -> None:
+            raise ValueError("no step")
+
+    with pytest.raises(CheckFailed, match=r"rank \d raised ValueError: no step"):
+        parallel.zero_check(Crashing, [ZeroCase()], shown=0)
 
 
 def test_the_grader_rejects_bad_input():
-    with pytest.raises(TypeError, match="step_fn"):
-        parallel.zero_check("zero_step", [ZeroCase()])
+    with pytest.raises(TypeError, match="optimizer_class"):
+        parallel.zero_check("Zero2Adam", [ZeroCase()])
     with pytest.raises(TypeError, match="cases"):
-        parallel.zero_check(parallel.zero_step, [])
+        parallel.zero_check(parallel.Zero2Adam, [])
     with pytest.raises(TypeError, match="case"):
-        parallel.run_zero_step(parallel.zero_step, (12, 20, 4))
+        parallel.run_zero2(parallel.Zero2Adam, (12, 20, 4))
 
 
 def test_fsdp_shards_parameters_and_gathers_them_in_forward_and_backward():
@@ -117,11 +180,62 @@ def test_fsdp_shards_parameters_and_gathers_them_in_forward_and_backward():
     assert resharded["phases"]["optimizer"] == {}
 
 
-def _unwritten_step(params: list, state: dict, dist, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8) -> None:
+class _Unwritten:
     """The student version of the exercise: not written yet."""
-    raise NotImplementedError()
+
+    def __init__(self, params, dist, lr=1e-3, betas=(0.9, 0.999), eps=1e-8) -> None:
+        raise NotImplementedError()
 
 
-def test_an_unwritten_step_raises_not_implemented_error_in_the_notebook():
-    with pytest.raises(NotImplementedError, match="_unwritten_step"):
-        parallel.run_zero_step(_unwritten_step)
+def test_an_unwritten_class_raises_not_implemented_error_in_the_notebook():
+    with pytest.raises(NotImplementedError):
+        parallel.run_zero2(_Unwritten)
+
+
+def _blocks_only(model, mesh):
+    """The typical FSDP2 mistake: every block sharded, the root left alone."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def _float32(model, mesh):
+    """The right wrap policy without a mixed-precision policy."""
+    from torch.distributed.fsdp import fully_shard
+
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def test_block_net_is_seeded_with_blocks_and_a_root_of_its_own():
+    first, second = parallel.block_net(parallel.FsdpCase(seed=3)), parallel.block_net(parallel.FsdpCase(seed=3))
+    assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters()))
+    assert len(first.blocks) == 2 and first(torch.ones(5, 6)).shape == (5, 3)
+    with pytest.raises(ValueError, match="blocks"):
+        parallel.FsdpCase(blocks=0)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_the_fsdp_grader_passes_the_model_answer_even_when_it_is_off_limits(world_size):
+    cases = [parallel.FsdpCase(), parallel.FsdpCase(d_in=5, width=7, d_out=2, blocks=3, seed=4, rows=3, steps=2)]
+    with off_limits("gpucourse.parallel.fsdp_shard", exercise="a test", namespace={}):
+        parallel.fsdp_check(fsdp._fsdp_shard, cases, shown=0, world_size=world_size)
+
+
+@pytest.mark.parametrize("shard_fn, message", [(_blocks_only, "the root and every block only"),
+                                               (_float32, "output dtype")])
+def test_the_fsdp_grader_names_what_is_wrong(shard_fn, message):
+    with pytest.raises(CheckFailed, match=message):
+        parallel.fsdp_check(shard_fn, [parallel.FsdpCase()], shown=0)
+
+
+def test_the_fsdp_grader_rejects_bad_input():
+    with pytest.raises(TypeError, match="shard_fn"):
+        parallel.fsdp_check("shard", [parallel.FsdpCase()])
+    with pytest.raises(TypeError, match="cases"):
+        parallel.fsdp_check(parallel.fsdp_shard, [ZeroCase()])

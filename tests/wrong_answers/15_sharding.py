@@ -7,128 +7,209 @@ nbgrader pipeline), and more.
 
 from wrong_answers.tampering import with_tampering
 
-_EX1 = '''\
-def zero_step(params: list[torch.Tensor], state: dict, dist, lr: float = 1e-3,
-              betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-    """One ZeRO-2 Adam step on this rank."""
-'''
+_CLASS = '''\
+class Zero2Adam:
+    """ZeRO-2 Adam on this rank."""
 
-# Shared pieces of the ZeRO answers (each wrong answer below is still a whole solution cell).
+    def __init__(self, params: list[torch.Tensor], dist, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params, self.dist, self.lr, self.betas, self.eps = list(params), dist, lr, betas, eps
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        self.t, self.grads, self.m, self.v = 0, {}, {}, {}
+        self.index = {id(p): i for i, p in enumerate(self.params)}
+'''
+_REGISTER = '''\
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(self.hook)
+'''
+# The hook of the model answer, in pieces: the padded flat gradient, its reduce-scatter, the shard kept, p.grad freed.
+_PART = '''\
+        part = -(-p.numel() // self.world)
+'''
+_HOOK_HEAD = '''
+    def hook(self, p: torch.Tensor) -> None:
+'''
 _FLAT = '''\
-    world, rank = dist.get_world_size(), dist.get_rank()
-    flat_grad = torch.cat([p.grad.reshape(-1) for p in params])
-    count = flat_grad.numel()
-    part = -(-count // world)
-    flat_grad = torch.nn.functional.pad(flat_grad, (0, part * world - count))
-    flat = torch.nn.functional.pad(torch.cat([p.detach().reshape(-1) for p in params]), (0, part * world - count))
-'''
-_ADAM = '''\
-    if not state:
-        state.update(step=0, m=torch.zeros_like(grad), v=torch.zeros_like(grad))
-    state["step"] += 1
-    b1, b2 = betas
-    state["m"].mul_(b1).add_(grad, alpha=1 - b1)
-    state["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    denominator = (state["v"].sqrt() / (1 - b2 ** state["step"]) ** 0.5).add_(eps)
-    mine.addcdiv_(state["m"], denominator, value=-lr / (1 - b1 ** state["step"]))
-'''
-_COPY_BACK = '''\
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            p.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+        flat = torch.nn.functional.pad(p.grad.reshape(-1), (0, part * self.world - p.numel()))
 '''
 _RS = '''\
-    grad = torch.empty(part)
-    dist.reduce_scatter_tensor(grad, flat_grad)
-    grad /= world
+        shard = torch.empty(part)
+        self.dist.reduce_scatter_tensor(shard, flat)
+        self.grads[self.index[id(p)]] = shard / self.world
 '''
-_MINE = '''\
-    mine = flat[rank * part:(rank + 1) * part].clone()
+_FREE = '''\
+        p.grad = None
 '''
-_GATHER = '''\
-    dist.all_gather_into_tensor(flat, mine)
+_HOOK = _HOOK_HEAD + _PART + _FLAT + _RS + _FREE
+
+
+def _step(part: str = _PART, adam_settings: str = "") -> str:
+    """The model answer's step(), with the shard size computed by ``part`` and Adam's settings read by
+    ``adam_settings`` (defaults: the answer's own)."""
+    return '''
+    def step(self) -> None:
+        self.t += 1
+''' + (adam_settings or '''\
+        lr, (b1, b2), eps = self.lr, self.betas, self.eps
+''') + '''\
+        for i, p in enumerate(self.params):
+''' + part.replace("        ", "            ") + '''\
+            grad = self.grads.pop(i)
+            full = torch.nn.functional.pad(p.detach().reshape(-1), (0, part * self.world - p.numel()))
+            mine = full[self.rank * part:(self.rank + 1) * part].clone()
+            if i not in self.m:
+                self.m[i], self.v[i] = torch.zeros_like(mine), torch.zeros_like(mine)
+            self.m[i].mul_(b1).add_(grad, alpha=1 - b1)
+            self.v[i].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            denominator = (self.v[i].sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)
+            mine.addcdiv_(self.m[i], denominator, value=-lr / (1 - b1 ** self.t))
+            self.dist.all_gather_into_tensor(full, mine)
+            with torch.no_grad():
+                p.copy_(full[:p.numel()].view_as(p))
 '''
 
+
+_PART_TWO = '''\
+        part = -(-p.numel() // 2)
+'''
+_PART_OFF_BY_ONE = '''\
+        part = (p.numel() + self.world - p.numel() % self.world) // self.world
+'''
 
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
-        # Does nothing: the parameters never move.
-        "constant": _EX1 + '''\
-    return None
+        # Does nothing: no hook, and step() leaves the parameters where they are.
+        "constant": _CLASS + '''
+    def step(self) -> None:
+        return None
 ''',
-        # The course's own step: off-limits (in the worker processes too).
-        "helper": _EX1 + '''\
-    parallel.zero_step(params, state, dist, lr, betas, eps)
+        # The course's own optimizer: off-limits (in the worker processes too).
+        "helper": '''\
+class Zero2Adam:
+    """ZeRO-2 Adam on this rank."""
+
+    def __init__(self, params, dist, lr=1e-3, betas=(0.9, 0.999), eps=1e-8) -> None:
+        self.inner = parallel.Zero2Adam(params, dist, lr=lr, betas=betas, eps=eps)
+
+    def step(self) -> None:
+        self.inner.step()
 ''',
         # Adam's default settings whatever lr, betas and eps say: right on the visible case only.
-        "visible_only": _EX1 + _FLAT + _RS + _MINE + '''\
-    lr, betas, eps = 1e-3, (0.9, 0.999), 1e-8
-''' + _ADAM + _GATHER + _COPY_BACK,
-        # Sums the gradients without dividing by the world size: Adam hides it except where eps matters.
-        "typical": _EX1 + _FLAT + '''\
-    grad = torch.empty(part)
-    dist.reduce_scatter_tensor(grad, flat_grad)
-''' + _MINE + _ADAM + _GATHER + _COPY_BACK,
-        # Right weights and traffic, but m and v for every parameter on every rank.
-        "full_state": _EX1 + _FLAT + _RS + '''\
-    full = torch.empty(part * world)
-    dist.all_gather_into_tensor(full, grad)
-    grad, mine = full, flat.clone()
-''' + _ADAM + '''\
-    flat = mine
-''' + _COPY_BACK,
-        # Right weights and traffic, and `state` stays empty: m and v for every parameter are kept in a global
-        # (only this rank's part of them is used). The grader counts what the steps keep alive anywhere.
-        "state_in_a_global": '''\
-_ADAM_STATE = {}
-
-
-''' + _EX1 + _FLAT + _RS + _MINE + '''\
-    if _ADAM_STATE.get("model") != id(params[0]):        # a new model: fresh m and v, for all of its parameters
-        _ADAM_STATE.update(model=id(params[0]), step=0, m=torch.zeros(part * world), v=torch.zeros(part * world))
-    _ADAM_STATE["step"] += 1
-    b1, b2, t = betas[0], betas[1], _ADAM_STATE["step"]
-    m = _ADAM_STATE["m"][rank * part:(rank + 1) * part]
-    v = _ADAM_STATE["v"][rank * part:(rank + 1) * part]
-    m.mul_(b1).add_(grad, alpha=1 - b1)
-    v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    mine.addcdiv_(m, (v.sqrt() / (1 - b2 ** t) ** 0.5).add_(eps), value=-lr / (1 - b1 ** t))
-''' + _GATHER + _COPY_BACK,
-        # Forgets the all-gather: each rank's parameters are stale outside its own part.
-        "no_all_gather": _EX1 + _FLAT + _RS + _MINE + _ADAM + '''\
-    flat[rank * part:(rank + 1) * part] = mine
-''' + _COPY_BACK,
-        # All-reduces the whole gradient and keeps its part: right weights and memory, twice the traffic.
-        "all_reduce": _EX1 + _FLAT + '''\
-    dist.all_reduce(flat_grad)
-    grad = flat_grad[rank * part:(rank + 1) * part] / world
-''' + _MINE + _ADAM + _GATHER + _COPY_BACK,
-        # Plain DDP + Adam on every rank: all-reduce, full parameters, full state.
-        "full_update": _EX1 + _FLAT + '''\
-    dist.all_reduce(flat_grad)
-    grad, mine = flat_grad / world, flat.clone()
-''' + _ADAM + '''\
-    flat = mine
-''' + _COPY_BACK,
-        # No padding: breaks when the world size does not divide the parameter count.
-        "no_padding": _EX1 + '''\
-    world, rank = dist.get_world_size(), dist.get_rank()
-    flat_grad = torch.cat([p.grad.reshape(-1) for p in params])
-    part = flat_grad.numel() // world
-    flat = torch.cat([p.detach().reshape(-1) for p in params])
-''' + _RS + _MINE + _ADAM + _GATHER + _COPY_BACK,
+        "visible_only": _CLASS + _REGISTER + _HOOK + _step(adam_settings='''\
+        lr, (b1, b2), eps = 1e-3, (0.9, 0.999), 1e-8
+'''),
+        # Today's ZeRO-1 memory with ZeRO-2's communication: the full gradients are kept through backward and
+        # reduce-scattered in step().
+        "typical": _CLASS + '''
+    def step(self) -> None:
+        for i, p in enumerate(self.params):
+''' + (_PART + _FLAT + _RS + _FREE).replace("        ", "            ")
+        + _step()[len("\n    def step(self) -> None:\n"):],
+        # An all-reduce of the whole gradient in the hook, then this rank's part kept: right weights, twice the
+        # traffic of a reduce-scatter.
+        "all_reduce_in_hook": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
+        self.dist.all_reduce(flat)
+        self.grads[self.index[id(p)]] = flat[self.rank * part:(self.rank + 1) * part] / self.world
+''' + _FREE + _step(),
+        # p.grad is never freed: every full gradient stays alive through backward, as in DDP.
+        "grad_not_freed": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + _RS + _step(),
+        # p.grad freed, but the full gradient stashed in the object until step(): the same memory as not freeing it.
+        "grad_stashed": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + _RS + '''\
+        self.stash = getattr(self, "stash", {})
+        self.stash[self.index[id(p)]] = p.grad
+''' + _FREE + _step().replace("        self.t += 1\n", "        self.t += 1\n        self.stash = {}\n"),
+        # The world size hard-coded to 2: right on the visible 2 ranks, a size mismatch on 3 and 4.
+        "world_size_two": _CLASS + _REGISTER + _HOOK_HEAD + _PART_TWO + _FLAT + _RS + _FREE + _step(_PART_TWO),
+        # The reduce-scattered sum not divided by N: Adam hides it except where eps matters.
+        "not_divided": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
+        shard = torch.empty(part)
+        self.dist.reduce_scatter_tensor(shard, flat)
+        self.grads[self.index[id(p)]] = shard
+''' + _FREE + _step(),
+        # Padding N - count % N: a whole extra row of N zeros when N divides the count. Right weights, larger
+        # collectives and shards.
+        "padding_off_by_one": _CLASS + _REGISTER + _HOOK_HEAD + _PART_OFF_BY_ONE + _FLAT + _RS + _FREE
+        + _step(_PART_OFF_BY_ONE),
+        # Right weights and traffic, but m and v for the whole parameter on every rank (ZeRO-2's gradients without
+        # ZeRO-1's optimizer state).
+        "full_state": _CLASS + _REGISTER + _HOOK + '''
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        for i, p in enumerate(self.params):
+            part = -(-p.numel() // self.world)
+            grad = torch.empty(part * self.world)
+            self.dist.all_gather_into_tensor(grad, self.grads.pop(i))
+            full = torch.nn.functional.pad(p.detach().reshape(-1), (0, part * self.world - p.numel()))
+            if i not in self.m:
+                self.m[i], self.v[i] = torch.zeros_like(full), torch.zeros_like(full)
+            self.m[i].mul_(b1).add_(grad, alpha=1 - b1)
+            self.v[i].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            denominator = (self.v[i].sqrt() / (1 - b2 ** self.t) ** 0.5).add_(self.eps)
+            full.addcdiv_(self.m[i], denominator, value=-self.lr / (1 - b1 ** self.t))
+            with torch.no_grad():
+                p.copy_(full[:p.numel()].view_as(p))
+''',
         # Bias correction forgotten (plain m / sqrt(v)): wrong from the first step.
-        "no_bias_correction": _EX1 + _FLAT + _RS + _MINE + '''\
-    if not state:
-        state.update(m=torch.zeros_like(grad), v=torch.zeros_like(grad))
-    b1, b2 = betas
-    state["m"].mul_(b1).add_(grad, alpha=1 - b1)
-    state["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    mine -= lr * state["m"] / (state["v"].sqrt() + eps)
-''' + _GATHER + _COPY_BACK,
+        "no_bias_correction": _CLASS + _REGISTER + _HOOK + _step().replace(
+            "(self.v[i].sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)", "self.v[i].sqrt().add_(eps)").replace(
+            "value=-lr / (1 - b1 ** self.t)", "value=-lr"),
     },
+}
+
+_EX2 = '''\
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+def shard(model: torch.nn.Module, mesh) -> torch.nn.Module:
+    """FSDP2 on this rank."""
+'''
+_POLICY = '''\
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+'''
+_BLOCKS = '''\
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+'''
+_ROOT = '''\
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+'''
+_RETURN = '''\
+    return model
+'''
+
+WRONG["ex2-solution"] = {
+    # Returns the model as it came: nothing sharded.
+    "constant": _EX2 + _RETURN,
+    # The course's own function: off-limits (in the worker processes too).
+    "helper": _EX2 + '''\
+    return parallel.fsdp_shard(model, mesh)
+''',
+    # Wraps the first two blocks, as many as the visible model has: the hidden models have more.
+    "visible_only": _EX2 + _POLICY + '''\
+    for block in list(model.blocks)[:2]:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+''' + _ROOT + _RETURN,
+    # The root left unsharded: embed and head stay whole, replicated on every rank.
+    "typical": _EX2 + _POLICY + _BLOCKS + _RETURN,
+    # No mixed-precision policy: float32 gathers and compute, twice the bytes.
+    "no_mixed_precision": _EX2 + '''\
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+''' + _RETURN,
+    # Gradients summed over the ranks in bfloat16.
+    "reduce_in_bfloat16": _EX2 + '''\
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
+''' + _BLOCKS + _ROOT + _RETURN,
+    # One group per Linear layer instead of per block: twice the collectives.
+    "every_linear": _EX2 + _POLICY + '''\
+    for block in model.blocks:
+        for layer in (block.fc1, block.fc2):
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+''' + _ROOT + _RETURN,
+    # Only the root: one group, the whole model gathered at once.
+    "root_only": _EX2 + _POLICY + _ROOT + _RETURN,
 }
 
 # every exercise also gets the tampering kinds (tampering/)

@@ -14,7 +14,8 @@ One module per job (lessons 14_data_parallelism, 15_sharding and 16_model_parall
 - :mod:`~gpucourse.parallel.sim_devices`: simulated devices for splitting a model;
 - :mod:`~gpucourse.parallel.pipeline_parallel`: a two-stage pipeline on two processes;
 - :mod:`~gpucourse.parallel.pipeline_schedules`: pipeline schedules on a simulated clock, the bubble, timelines;
-- :mod:`~gpucourse.parallel.sharding`: a ZeRO step over a process group, its grader, FSDP2 observed;
+- :mod:`~gpucourse.parallel.sharding`: a ZeRO-2 optimizer over a process group and its grader;
+- :mod:`~gpucourse.parallel.fsdp`: FSDP2 written by the learner (wrap policy, mixed precision), its grader, observed;
 - :mod:`~gpucourse.parallel.tensor_parallel`: a tensor-parallel MLP (column- then row-parallel), its grader, DTensor;
 - :mod:`~gpucourse.parallel.plan`: the cost model for choosing data, tensor, pipeline and ZeRO degrees.
 
@@ -46,8 +47,10 @@ from gpucourse.parallel.pipeline_schedules import (PipelineEvent, ScheduleError,
 from gpucourse.parallel.plan import (Batch, Cluster, Model, Plan, best_plan, divisors,
                                      memory_breakdown_gb, memory_per_gpu_gb, plan_problem, step_breakdown_s,
                                      step_time_s, valid_plans)
-from gpucourse.parallel.sharding import (ZERO_ATOL, ZeroCase, zero_check, fsdp_worker, sized_mlp, run_fsdp,
-                                         run_zero_step, state_bytes, zero_grader_worker, zero_step)
+from gpucourse.parallel.fsdp import (FSDP_ATOL, FsdpCase, block_net, fsdp_check, fsdp_grader_worker, fsdp_shard,
+                                     fsdp_worker, run_fsdp)
+from gpucourse.parallel.sharding import (ZERO_ATOL, Zero2Adam, ZeroCase, run_zero2, sized_mlp, state_bytes, zero_check,
+                                         zero_grader_worker)
 from gpucourse.parallel.sim_devices import (DeviceLog, DeviceMismatch, DeviceTensor, PlacedModule, SimulatedDevice,
                                             Transfer, simulated_devices, split_sequential)
 from gpucourse.parallel.tensor_parallel import (check_tensor_parallel_mlp, make_mlp, run_tp_demo, shard_mlp,
@@ -78,8 +81,9 @@ __all__ = [
     "observe_worker",
     "run_collectives", "run_ddp_timeline", "run_observed", "plot_ddp_timeline",
     "OwnDDPCase", "OwnDDPRun", "AllReduceCall", "own_ddp_worker", "run_own_ddp",
-    "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "zero_step", "zero_grader_worker", "zero_check",
-    "run_zero_step", "fsdp_worker", "run_fsdp",
+    "ZERO_ATOL", "ZeroCase", "sized_mlp", "state_bytes", "Zero2Adam", "zero_grader_worker", "zero_check",
+    "run_zero2", "fsdp_worker", "run_fsdp", "FSDP_ATOL", "FsdpCase", "block_net", "fsdp_shard", "fsdp_grader_worker",
+    "fsdp_check",
     "Model", "Cluster", "Batch", "Plan", "plan_problem", "memory_breakdown_gb", "memory_per_gpu_gb", "step_breakdown_s",
     "step_time_s", "divisors", "valid_plans", "best_plan",
     "ScriptCase", "ScriptRun", "bn_mlp", "run_script", "script_reference",

@@ -121,6 +121,41 @@ WRONG: dict[str, dict[str, str]] = {
 
     return FixedBatches()
 ''',
+        # Review v3r5 (M2): a streaming shuffle with a fixed buffer of 1,000 items (WebDataset's .shuffle(1000)): a
+        # perfect shuffle on sets up to 1,000 images, while on 5,000 the order barely moves from the stored one.
+        "r5_stream_buffer_1000": _EX1 + _DECODE_ONCE + '''\
+    import random
+
+    class Streaming:
+        def __iter__(self):
+            buffer, order = [], []
+            for i in range(len(y)):
+                buffer.append(i)
+                if len(buffer) >= 1000:
+                    order.append(buffer.pop(random.randrange(len(buffer))))
+            random.shuffle(buffer)
+            index = torch.tensor(order + buffer)
+            for start in range(0, len(y), batch_size):
+                yield x[index[start:start + batch_size]], y[index[start:start + batch_size]]
+
+    return Streaming()
+''',
+        # Review v3r5 (m3): three permutations drawn once and cycled: new orders for three epochs, then repeats.
+        "r5_three_permutations": _EX1 + _DECODE_ONCE + '''\
+    orders = [torch.randperm(len(y)) for _ in range(3)]
+
+    class Cycling:
+        def __init__(self):
+            self.epoch = 0
+
+        def __iter__(self):
+            index = orders[self.epoch % 3]
+            self.epoch += 1
+            for start in range(0, len(y), batch_size):
+                yield x[index[start:start + batch_size]], y[index[start:start + batch_size]]
+
+    return Cycling()
+''',
     },
     "ex2-solution": {
         # Review v3r4 (M3): batch, then cache, then shuffle whole batches (and the images inside each): the model
@@ -366,6 +401,17 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # Review v3r4 (M2): a fall of more than 5 %: signatures 5-8 % slower are counted as causes.
         "r4_threshold_5": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.95 * first") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r5 (M3): a line at 12 % or 15 % instead of 10 %: slowdowns whose epoch medians fall 11-12 % are missed.
+        "r5_threshold_12": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.88 * first") + '''\
+    return sorted(began, key=began.get)
+''',
+        "r5_threshold_15": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.85 * first") + '''\
+    return sorted(began, key=began.get)
+''',
+        # A line at 8 %: a signature whose epoch medians fall 7-9 % is counted as a cause.
+        "r5_threshold_8": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.92 * first") + '''\
     return sorted(began, key=began.get)
 ''',
     },

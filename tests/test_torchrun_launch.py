@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucourse import parallel
-from gpucourse.parallel.torchrun_launch import node_gpus, script_reference
+from gpucourse.parallel.torchrun_launch import node_gpus, sampler_shards, script_reference
 
 
 def test_bad_input_is_named(tmp_path):
@@ -19,7 +19,7 @@ def test_bad_input_is_named(tmp_path):
         parallel.run_script(script, parallel.ScriptCase(), nodes=0)
     with pytest.raises(ValueError, match="batch_per_rank"):
         parallel.ScriptCase(batch_per_rank=0)
-    with pytest.raises(ValueError, match="multiple of world_size"):
+    with pytest.raises(ValueError, match="last batch of 1"):
         script_reference(parallel.ScriptCase(samples=10, batch_per_rank=4), 2)
 
 
@@ -36,6 +36,30 @@ def test_a_failing_rank_is_reported_with_its_error_and_an_unwritten_script_raise
         parallel.run_script(unwritten, parallel.ScriptCase(), procs_per_node=2, timeout_s=60)
 
 
+def test_an_error_raised_after_init_process_group_is_found_under_the_rank_prefix(tmp_path):
+    # Once the group exists, torch prefixes every line a worker prints with '[rankN]: '
+    failing = tmp_path / "late.py"
+    failing.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n"
+                       "if dist.get_rank() == 1:\n    raise KeyError('no such column')\n"
+                       "dist.barrier()\ndist.destroy_process_group()\n")
+    job = parallel.run_script(failing, parallel.ScriptCase(), procs_per_node=2, timeout_s=90)
+    assert job.codes != [0]
+    assert "first error: KeyError: 'no such column'" in job.failure(), job.failure()
+    assert "late.py" in job.failure() and "[rank" not in job.failure()
+
+
+def test_each_node_saves_to_its_own_path_and_no_node_rank_is_passed(tmp_path):
+    saving = tmp_path / "save.py"  # every node's LOCAL_RANK 0 saves: two files in a 2 x 1 job
+    saving.write_text("import argparse, os, torch\np = argparse.ArgumentParser()\np.add_argument('--out')\n"
+                      "args, _ = p.parse_known_args()\nif os.environ['LOCAL_RANK'] == '0':\n"
+                      "    torch.save({'w': torch.ones(2)}, args.out)\n")
+    job = parallel.run_script(saving, parallel.ScriptCase(), nodes=2, procs_per_node=1, timeout_s=120)
+    assert job.failure() == "" and job.written == (0, 1) and not job.prefixed, (job.failure(), job.written)
+    assert list(job.weights) == ["w"]
+    outs = [command[command.index("--out") + 1] for command in job.commands]
+    assert len(set(outs)) == 2 and not any("--node_rank" in part for command in job.commands for part in command)
+
+
 def test_a_stuck_job_is_stopped_when_idle_not_at_the_time_limit(tmp_path, monkeypatch):
     from gpucourse.parallel import torchrun_launch
 
@@ -48,10 +72,28 @@ def test_a_stuck_job_is_stopped_when_idle_not_at_the_time_limit(tmp_path, monkey
     assert "sat idle for 6 s" in job.failure()
 
 
+def test_the_shards_are_distributed_samplers_padded_ones():
+    from torch.utils.data import DistributedSampler
+
+    for samples, world_size in [(48, 2), (40, 3), (10, 4), (2, 3)]:
+        expected = [list(DistributedSampler(range(samples), num_replicas=world_size, rank=rank, shuffle=False))
+                    for rank in range(world_size)]
+        assert sampler_shards(samples, world_size) == expected, (samples, world_size)
+
+
+def test_the_reference_saves_rank_0s_batchnorm_statistics():
+    # rank 0's buffers count rank 0's batches only (the notebook's tests compare them with real DDP's rank 0)
+    case = parallel.ScriptCase(samples=8, batch_per_rank=2, lr=0.1, seed=1)
+    two, one = script_reference(case, 2), script_reference(case, 1)
+    assert int(two["1.num_batches_tracked"]) == 2 and int(one["1.num_batches_tracked"]) == 4
+    assert two["1.running_mean"].shape == (16,) and abs(two["1.running_var"] - one["1.running_var"]).max() > 1e-4
+
+
 def test_the_reference_depends_on_which_examples_each_rank_gets():
     case = parallel.ScriptCase(samples=24, batch_per_rank=3, seed=2)
     two, three = script_reference(case, 2), script_reference(case, 4)
-    assert set(two) == {"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}
+    assert set(two) == {"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias", "1.running_mean",
+                        "1.running_var", "1.num_batches_tracked"}
     assert any(abs(two[name] - three[name]).max() > 1e-4 for name in two)  # BatchNorm sees other batches
 
 

@@ -218,6 +218,15 @@ WRONG: dict[str, dict[str, str]] = {
                 self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))""")),
         # The hooks are never removed.
         "hooks_kept": _ddp(("        for hook in self.hooks:\n            hook.remove()\n", "")),
+        # Review v3r1 (W1): a bucket launched when its parameter that comes last in reverse registration order is ready,
+        # assuming gradients arrive in that order; a model whose layers run in another order breaks it.
+        "r1_assume_order": _ddp(("        self.missing[i] -= 1\n        if self.missing[i] == 0:",
+                                 "        if p is self.buckets[i][-1]:")),
+        # Review v3r1 (W3): finish() never clears its list of handles: every step waits on and copies back every
+        # earlier step's buckets again, and keeps their flat tensors (memory grows every step; the weights stay right).
+        "r1_pending_leak": _ddp(("        self.pending = []\n        self.missing", "        self.missing")),
+        # Review v3r1 (W2): a bucket closed only once it holds MORE than the cap (DDP's rule: at least the cap).
+        "r1_strict_gt": _ddp(("            if size >= bucket_cap_bytes:", "            if size > bucket_cap_bytes:")),
     },
     "ex3-solution": {
         # No process group: every process trains alone on every example and saves (the job "runs", nothing is shared).
@@ -258,6 +267,18 @@ WRONG: dict[str, dict[str, str]] = {
         # A world of 2 written in: rank 2 of a 4-rank job is refused by the sampler.
         "world_size_2": _script(("DistributedSampler(dataset, shuffle=False)",
                                  "DistributedSampler(dataset, num_replicas=2, rank=dist.get_rank(), shuffle=False)")),
+        # Review v3r1 (W1): every node's LOCAL_RANK 0 saves: two checkpoints, the second node's with its rank 2's
+        # BatchNorm statistics.
+        "r1_save_on_local_rank0": _script(("    if dist.get_rank() == 0:", "    if local_rank == 0:")),
+        # Review v3r1 (W7): DDP's wrapper saved, its keys prefixed with 'module.' (the file does not load into bn_mlp).
+        "r1_ddp_state_dict": _script(("torch.save(model.module.state_dict(), args.out)",
+                                      "torch.save(model.state_dict(), args.out)")),
+        # The sampler drops the examples the world size does not divide: right on 64 / 4, not on 40 / 3 (13 a rank).
+        "r1_drop_last": _script(("DistributedSampler(dataset, shuffle=False)",
+                                 "DistributedSampler(dataset, shuffle=False, drop_last=True)")),
+        # The job's LAST rank saves: one file, the right parameters, another rank's BatchNorm statistics.
+        "r1_last_rank_saves": _script(("    if dist.get_rank() == 0:",
+                                       "    if dist.get_rank() == dist.get_world_size() - 1:")),
         # The sum of the squared errors, not their mean: steps batch_per_rank times too large.
         "sum_loss": _script(("mse_loss(model(x.to(device)), y.to(device))",
                              "mse_loss(model(x.to(device)), y.to(device), reduction=\"sum\")")),

@@ -10,8 +10,10 @@ for the all-reduces and writes the averaged gradients back; ``remove()`` takes i
 the same model twice on the same shards: once wrapped in PyTorch's ``DistributedDataParallel`` (the reference), once
 with the learner's class, while ``torch.distributed.all_reduce`` is wrapped to record, for every call, its bytes,
 whether the backward pass was still running, whether it was asynchronous, how many gradients were ready then, and
-whether its handle was waited on before ``backward()`` returned. It also records whether any gradient hook is left
-on the parameters after ``remove()``.
+whether its handle was waited on before ``backward()`` returned, and, per step, how many handles were waited on and
+how many bytes of tensors the learner's object holds after ``finish()`` (a class that keeps every step's buckets
+grows). It also records whether any gradient hook is left on the parameters after ``remove()``, and an exception a
+rank's class raised (the case stops there on every rank: the ranks run the same code on the same shapes).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from gpucourse.parallel.workers import DEFAULT_TIMEOUT_S, launch, process_group,
 @dataclass(frozen=True)
 class OwnDDPCase:
     """One graded case: an MLP of ``widths`` (tanh between layers), rows per rank, steps, learning rate, bucket cap,
-    and the names of parameters frozen with ``requires_grad=False``."""
+    the names of parameters frozen with ``requires_grad=False``, and the order its layers are registered in:
+    'forward' (a ``Sequential``) or 'reverse' (the last layer registered first, as in a model that defines its head
+    before its body: gradients then arrive in registration order, not the reverse)."""
 
     seed: int = 0
     widths: tuple[int, ...] = (6, 16, 12, 3)
@@ -36,6 +40,7 @@ class OwnDDPCase:
     lr: float = 0.1
     bucket_cap_bytes: int = 25 * 2**20
     frozen: tuple[str, ...] = ()
+    registered: str = "forward"
 
     def __post_init__(self) -> None:
         """Reject sizes, counts or rates that are not positive, and frozen names the model does not have."""
@@ -47,7 +52,11 @@ class OwnDDPCase:
         for name in ("rows", "steps", "bucket_cap_bytes"):
             positive_int(name, getattr(self, name))
         positive_number("lr", self.lr)
-        names = {f"{2 * i}.{kind}" for i in range(len(self.widths) - 1) for kind in ("weight", "bias")}
+        if self.registered not in ("forward", "reverse"):
+            raise ValueError(f"registered must be 'forward' or 'reverse', got {self.registered!r}")
+        layer = "{}" if self.registered == "forward" else "layers.{}"
+        names = {layer.format(2 * i if self.registered == "forward" else i) + f".{kind}"
+                 for i in range(len(self.widths) - 1) for kind in ("weight", "bias")}
         unknown = sorted(set(self.frozen) - names)
         if unknown:
             raise ValueError(f"frozen names parameters the model does not have: {unknown} (it has {sorted(names)})")
@@ -76,6 +85,31 @@ class OwnDDPRun:
     hooks_left: tuple[int, ...]
     trainable: int
     bucket_bytes: tuple[int, ...] = field(default=())
+    errors: tuple[str, ...] = field(default=())  # per rank: '' or the exception the learner's class raised
+    waits: tuple[tuple[int, ...], ...] = field(default=())  # [rank][step]: handles waited on during that step
+    held: tuple[tuple[int, ...], ...] = field(default=())  # [rank][step]: tensor bytes the object holds after finish()
+
+
+def _reverse_registered_mlp(linears: list):
+    """An MLP whose Linear layers are registered last first (``layers.0`` is the output layer) and run first to last."""
+    import torch
+
+    class ReverseRegisteredMLP(torch.nn.Module):
+        """Layers registered in the reverse of the order ``forward`` runs them (a head defined before its body)."""
+
+        def __init__(self, linears: list) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(reversed(linears))
+
+        def forward(self, x):
+            ordered = list(reversed(self.layers))
+            for i, layer in enumerate(ordered):
+                x = layer(x)
+                if i < len(ordered) - 1:
+                    x = torch.tanh(x)
+            return x
+
+    return ReverseRegisteredMLP(linears)
 
 
 def case_model(case: OwnDDPCase):
@@ -83,6 +117,12 @@ def case_model(case: OwnDDPCase):
     import torch
 
     torch.manual_seed(case.seed)
+    if case.registered == "reverse":
+        model = _reverse_registered_mlp([torch.nn.Linear(n_in, n_out)
+                                         for n_in, n_out in zip(case.widths[:-1], case.widths[1:])])
+        for name, parameter in model.named_parameters():
+            parameter.requires_grad_(name not in case.frozen)
+        return model
     layers = []
     for i, (n_in, n_out) in enumerate(zip(case.widths[:-1], case.widths[1:])):
         layers.append(torch.nn.Linear(n_in, n_out))
@@ -124,6 +164,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.in_backward = False
         self.ready = 0
+        self.waits = 0  # handles waited on (any step's) since the step began
         self.calls: list[dict] = []
 
     @contextlib.contextmanager
@@ -160,6 +201,7 @@ class _Handle:
         """Wait for the all-reduce (noting whether backward was still running)."""
         if self._recorder.in_backward:
             self._entry["waited_in_backward"] = True
+        self._recorder.waits += 1
         return self._work.wait(*args, **kwargs)
 
     def __getattr__(self, name: str):
@@ -182,8 +224,34 @@ def _train_reference(case: OwnDDPCase, data: list, rank: int, device) -> dict:
     return {name: t.detach().cpu().numpy().copy() for name, t in model.state_dict().items()}
 
 
+def held_bytes(obj: object, depth: int = 4) -> int:
+    """Bytes of the tensors (parameters left out: they are the model's) reachable from ``obj``'s attributes through
+    lists, tuples, dicts and sets, each tensor counted once."""
+    import torch
+
+    seen: set[int] = set()
+
+    def walk(value: object, level: int) -> int:
+        if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.nn.Parameter) or id(value) in seen:
+                return 0
+            seen.add(id(value))
+            return value.numel() * value.element_size()
+        if level <= 0:
+            return 0
+        if isinstance(value, dict):
+            return sum(walk(v, level - 1) for v in value.values())
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return sum(walk(v, level - 1) for v in value)
+        return 0
+
+    return walk(list(getattr(obj, "__dict__", {}).values()), depth)
+
+
 def _train_yours(case: OwnDDPCase, data: list, rank: int, device, ddp_class: Callable) -> dict:
-    """The learner's class on this rank's shards, every all_reduce recorded step by step; hooks counted at the end."""
+    """The learner's class on this rank's shards, every all_reduce recorded step by step (with the handles waited on
+    and the bytes the object holds after each ``finish()``); hooks counted at the end. An exception the class raises
+    ends the case on this rank and is returned as text."""
     import torch
 
     model = case_model(case).to(device)
@@ -195,28 +263,37 @@ def _train_yours(case: OwnDDPCase, data: list, rank: int, device, ddp_class: Cal
 
     counters = [p.register_post_accumulate_grad_hook(count) for p in trainable]  # before the learner's: run first
     optimizer = torch.optim.SGD(trainable, lr=case.lr)
-    calls = []
+    calls, waits, held, error, where = [], [], [], "", "in MyDDP(...)"
     with recorder.active():
-        mine = ddp_class(model, bucket_cap_bytes=case.bucket_cap_bytes)
-        for step in data:
-            x, y = (t.to(device) for t in step[rank])
-            recorder.calls, recorder.ready = [], 0
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            recorder.in_backward = True
-            try:
-                loss.backward()
-            finally:
-                recorder.in_backward = False
-            mine.finish()
-            optimizer.step()
-            calls.append(tuple(AllReduceCall(**entry) for entry in recorder.calls))
-        mine.remove()
+        try:
+            mine = ddp_class(model, bucket_cap_bytes=case.bucket_cap_bytes)
+            for s, step in enumerate(data):
+                x, y = (t.to(device) for t in step[rank])
+                recorder.calls, recorder.ready, recorder.waits = [], 0, 0
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                recorder.in_backward, where = True, f"in backward() (your hook), step {s}"
+                try:
+                    loss.backward()
+                finally:
+                    recorder.in_backward = False
+                where = f"in finish(), step {s}"
+                mine.finish()
+                optimizer.step()
+                calls.append(tuple(AllReduceCall(**entry) for entry in recorder.calls))
+                waits.append(recorder.waits)
+                held.append(held_bytes(mine))
+            where = "in remove()"
+            mine.remove()
+        except NotImplementedError:  # an unwritten class: the launch raises it, as before
+            raise
+        except Exception as exc:  # reported by the test as a failed check, not as a crash of the launch
+            error = f"{type(exc).__name__}: {exc} ({where})"
     for handle in counters:
         handle.remove()
     left = sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
     return {"weights": {name: t.detach().cpu().numpy().copy() for name, t in model.state_dict().items()},
-            "calls": tuple(calls), "hooks_left": left}
+            "calls": tuple(calls), "hooks_left": left, "error": error, "waits": tuple(waits), "held": tuple(held)}
 
 
 def own_ddp_worker(rank: int, world_size: int, ddp_class: Callable, cases: tuple[OwnDDPCase, ...]) -> list:
@@ -253,5 +330,7 @@ def run_own_ddp(ddp_class: Callable, cases: Sequence[OwnDDPCase], *, world_size:
     ranks = launch(own_ddp_worker, world_size, (ddp_class, tuple(cases)), timeout_s=timeout_s)
     return [OwnDDPRun(case, world_size, tuple(r[i]["weights"] for r in ranks), tuple(r[i]["expected"] for r in ranks),
                       tuple(r[i]["calls"] for r in ranks), tuple(r[i]["hooks_left"] for r in ranks),
-                      sum(p.requires_grad for p in case_model(case).parameters()), expected_buckets(case))
+                      sum(p.requires_grad for p in case_model(case).parameters()), expected_buckets(case),
+                      tuple(r[i]["error"] for r in ranks), tuple(r[i]["waits"] for r in ranks),
+                      tuple(r[i]["held"] for r in ranks))
             for i, case in enumerate(cases)]

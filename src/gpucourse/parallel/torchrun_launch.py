@@ -5,8 +5,9 @@ this machine, and compute the weights it must end with.
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). :func:`run_script` runs a learner's script
 exactly that way, with ``python -m torch.distributed.run`` (what the ``torchrun`` command runs): one node with
 ``--standalone``, or several nodes, one ``torchrun`` each, meeting at a c10d rendezvous on this machine, so that a
-script that confuses LOCAL_RANK with RANK, or hard-codes the world size, shows it. :func:`script_reference` computes,
-in this process, the weights of DDP on the same shards.
+script that confuses LOCAL_RANK with RANK, or hard-codes the world size, shows it. Each simulated node gets its own
+``--out`` path, as real nodes have their own disks: a script that saves on every node's LOCAL_RANK 0 writes two
+files. :func:`script_reference` computes, in this process, the state DDP's rank 0 must end with.
 """
 
 from __future__ import annotations
@@ -95,10 +96,13 @@ class ScriptRun:
     procs_per_node: int
     codes: list[int]
     outputs: list[str]
-    weights: dict | None  # rank 0's state_dict as numpy arrays, the 'module.' prefix dropped; None if not written
+    weights: dict | None  # the state_dict saved (the first node's that wrote one) as numpy arrays, the 'module.'
+                          # prefix dropped; None if no node wrote one
     seconds: float
     commands: list[list[str]]  # each node's torchrun command line
     stopped: str = ""  # why the job was killed: '' (it ended by itself), 'timeout' or 'idle' (every process waiting)
+    written: tuple[int, ...] = ()  # the nodes whose --out file exists after the job (each node has its own path)
+    prefixed: bool = False  # whether the saved keys began with 'module.' (DDP's wrapper saved, not model.module)
 
     @property
     def world_size(self) -> int:
@@ -126,7 +130,7 @@ class ScriptRun:
         """The first exception a rank raised, with the line of the script it came from (torchrun's own summary of
         the failure, ChildFailedError, is left out)."""
         for text in self.outputs:
-            lines = text.splitlines()
+            lines = [_RANK_PREFIX.sub("", line) for line in text.splitlines()]
             for index, line in enumerate(lines):
                 if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
                     where = next((lines[i].strip() for i in range(index - 1, -1, -1)
@@ -135,17 +139,19 @@ class ScriptRun:
         return "no error message in its output"
 
 
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")  # torch prefixes a worker's lines once its group exists
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
 
 
-def _torchrun_command(script: Path, nodes: int, procs: int, node: int, endpoint: str, run_id: str,
+def _torchrun_command(script: Path, nodes: int, procs: int, endpoint: str, run_id: str,
                       arguments: list[str]) -> list[str]:
-    """``python -m torch.distributed.run`` (the torchrun command) for one node of the job."""
+    """``python -m torch.distributed.run`` (the torchrun command) for one node of the job. No ``--node_rank``: with
+    the c10d rendezvous torchrun ignores it, and the rendezvous numbers the nodes (node 0 may not host RANK 0)."""
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={procs}"]
     if nodes == 1:
         command.append("--standalone")
     else:
-        command += [f"--nnodes={nodes}", f"--node_rank={node}", "--rdzv_backend=c10d",
+        command += [f"--nnodes={nodes}", "--rdzv_backend=c10d",
                     f"--rdzv_endpoint={endpoint}", f"--rdzv_id={run_id}"]
     return command + [str(script)] + arguments
 
@@ -241,10 +247,14 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
     nodes, procs = positive_int("nodes", nodes), positive_int("procs_per_node", procs_per_node)
     timeout_s = positive_number("timeout_s", timeout_s)
     with tempfile.TemporaryDirectory(prefix="torchrun-") as folder:
-        data, out = Path(folder) / "data.pt", Path(folder) / "weights.pt"
+        data = Path(folder) / "data.pt"
         torch.save(case.data(), data)
-        arguments = ["--data", str(data), "--out", str(out), "--batch-per-rank", str(case.batch_per_rank),
-                     "--lr", repr(case.lr)]
+        # Real nodes have their own disks: each simulated node gets its own --out path (one file per node that saves)
+        outs = [Path(folder) / f"node{node}" / "weights.pt" for node in range(nodes)]
+        for out in outs:
+            out.parent.mkdir()
+        arguments = [["--data", str(data), "--out", str(out), "--batch-per-rank", str(case.batch_per_rank),
+                      "--lr", repr(case.lr)] for out in outs]
         endpoint, run_id = f"{LOOPBACK}:{free_port()}", uuid.uuid4().hex[:12]
         package_root = str(Path(__file__).resolve().parents[2])  # the gpucourse this notebook imported, first
         python_path = os.pathsep.join([package_root] + [entry for entry in os.environ.get("PYTHONPATH", "")
@@ -255,48 +265,68 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
         envs = [env if node_gpus(node, nodes, procs, gpus) is None
                 else {**env, "CUDA_VISIBLE_DEVICES": node_gpus(node, nodes, procs, gpus)} for node in range(nodes)]
         logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
-        commands = [_torchrun_command(path.resolve(), nodes, procs, node, endpoint, run_id, arguments)
+        commands = [_torchrun_command(path.resolve(), nodes, procs, endpoint, run_id, arguments[node])
                     for node in range(nodes)]
         with running(f"running your script under torchrun on {nodes} node(s) x {procs} process(es)"):
             processes, stopped, start = _run_nodes(commands, logs, envs, path.resolve().parent, timeout_s)
         seconds = time.monotonic() - start
         outputs = [log.read_text(encoding="utf-8", errors="replace") for log in logs]
-        weights = None
-        if out.is_file():
-            state = torch.load(out, map_location="cpu", weights_only=True)
+        weights, prefixed = None, False
+        written = tuple(node for node, out in enumerate(outs) if out.is_file())
+        if written:
+            state = torch.load(outs[written[0]], map_location="cpu", weights_only=True)
+            prefixed = any(name.startswith("module.") for name in state)
             weights = {name.removeprefix("module."): np.asarray(value.detach().cpu().numpy())
                        for name, value in state.items()}
     if any("NotImplementedError" in text for text in outputs):
         raise NotImplementedError(f"{path.name} raised NotImplementedError in its processes: write it first")
     return ScriptRun(case, nodes, procs, [process.returncode for process in processes], outputs, weights, seconds,
-                     commands, stopped)
+                     commands, stopped, written, prefixed)
+
+
+def sampler_shards(samples: int, world_size: int) -> list[list[int]]:
+    """Each rank's examples under ``DistributedSampler(dataset, shuffle=False)`` (drop_last=False): the indices padded
+    to a multiple of the world size by repeating the first ones, then rank r takes r, r + N, r + 2N, ..."""
+    samples, world_size = positive_int("samples", samples), positive_int("world_size", world_size)
+    total = -(-samples // world_size) * world_size
+    indices = list(range(samples))
+    indices += (indices * -(-(total - samples) // samples))[:total - samples]
+    return [indices[rank:total:world_size] for rank in range(world_size)]
 
 
 def script_reference(case: ScriptCase, world_size: int) -> dict:
-    """The parameters DDP must end with: each rank takes ``DistributedSampler(shuffle=False)``'s examples (rank r:
-    r, r + N, r + 2N, ...) in batches of ``batch_per_rank``, BatchNorm over its own batch, the gradients averaged over
-    the ranks, one SGD step per batch; computed here, in one process."""
+    """The state_dict DDP's rank 0 must end with: each rank takes ``DistributedSampler(shuffle=False)``'s examples
+    (:func:`sampler_shards`) in batches of ``batch_per_rank`` (the last one possibly smaller), BatchNorm over its own
+    batch, the gradients averaged over the ranks, one SGD step per batch. The BatchNorm buffers (running mean and
+    variance, batches seen) are rank 0's: DDP broadcasts rank 0's at every forward, and rank 0 updates them from its
+    own batches only. Computed here, in one process."""
     import numpy as np
     import torch
 
     if not isinstance(case, ScriptCase):
         raise TypeError(f"case must be a ScriptCase, got {type(case).__name__}")
     world_size = positive_int("world_size", world_size)
-    if case.samples % (world_size * case.batch_per_rank):
-        raise ValueError(f"samples ({case.samples}) must be a multiple of world_size x batch_per_rank "
-                         f"({world_size} x {case.batch_per_rank})")
+    shards = sampler_shards(case.samples, world_size)
+    if len(shards[0]) % case.batch_per_rank == 1:
+        raise ValueError(f"{case.samples} examples on {world_size} ranks leave each rank a last batch of 1 example, "
+                         f"which BatchNorm refuses in training: choose another batch_per_rank")
     data = case.data()
     model = bn_mlp(case.features)
     params = [p for p in model.parameters()]
-    shards = [list(range(rank, case.samples, world_size)) for rank in range(world_size)]
-    for step in range(case.samples // (world_size * case.batch_per_rank)):
+    buffers = [b for b in model.buffers()]
+    for start in range(0, len(shards[0]), case.batch_per_rank):
         total = [torch.zeros_like(p) for p in params]
-        for shard in shards:
-            rows = shard[step * case.batch_per_rank:(step + 1) * case.batch_per_rank]
+        for rank, shard in enumerate(shards):
+            rows = shard[start:start + case.batch_per_rank]
+            kept = [b.clone() for b in buffers]
             loss = torch.nn.functional.mse_loss(model(data["x"][rows]), data["y"][rows])
             for t, g in zip(total, torch.autograd.grad(loss, params)):
                 t += g
+            if rank:  # only rank 0's forward passes update the buffers rank 0 saves
+                with torch.no_grad():
+                    for b, k in zip(buffers, kept):
+                        b.copy_(k)
         with torch.no_grad():
             for p, t in zip(params, total):
                 p -= case.lr * t / world_size
-    return {name: np.asarray(p.detach().numpy()) for name, p in model.named_parameters()}
+    return {name: np.asarray(value.detach().numpy()) for name, value in model.state_dict().items()}

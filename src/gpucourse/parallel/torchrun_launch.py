@@ -241,9 +241,12 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
     """Run ``script`` as ``torchrun`` would on ``nodes`` nodes of ``procs_per_node`` processes (all on this machine),
     with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did. The job is stopped after
     ``timeout_s``, or sooner when all its processes sit idle for 20 s (stuck), never because the machine is slow;
-    a multi-node job that lost its rendezvous store runs once more."""
+    a job that lost its rendezvous store, or failed without any error message (on a loaded machine a gloo job
+    sometimes does), runs once more."""
     job = _run_script_once(script, case, nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s)
-    if job.nodes > 1 and job.failure() and any(error in job.failure() for error in RENDEZVOUS_LOST):
+    failure = job.failure()
+    if failure and not job.stopped and (any(error in failure for error in RENDEZVOUS_LOST)
+                                        or "no error message in its output" in failure):
         job = _run_script_once(script, case, nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s)
     return job
 

@@ -194,6 +194,18 @@ def scale_and_sine(x, y):
     return x * 2, torch.sin(y)
 
 
+def sort_then_scale_reuse(x):
+    return torch.sort(x)[0] * 2 + x
+
+
+def columns_normalised(x):
+    return x / x.norm(dim=0, keepdim=True)
+
+
+def columns_normalised_by_rows(x):
+    return (x.t() / x.t().norm(dim=-1, keepdim=True)).t()
+
+
 CHAINS = {  # name -> (function, inputs)
     "tanh_chain": (tanh_chain, [((1000,), torch.float16)]),
     "gated": (gated, [((37, 53), torch.float32), ((53,), torch.float32)]),
@@ -233,6 +245,9 @@ CHAINS = {  # name -> (function, inputs)
     "scale_plain": (scale_plain, [((300, 70), torch.bfloat16)]),
     "scale_and_sine_logged": (scale_and_sine_logged, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
     "scale_and_sine": (scale_and_sine, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
+    "sort_then_scale_reuse": (sort_then_scale_reuse, [((333,), torch.float32)]),
+    "columns_normalised": (columns_normalised, [((300, 70), torch.float32)]),
+    "columns_normalised_by_rows": (columns_normalised_by_rows, [((300, 70), torch.float32)]),
 }
 
 

@@ -150,6 +150,32 @@ class Zero2Adam:
             with torch.no_grad():
                 p.copy_(full[:p.numel()].view_as(p))
 ''',
+        # Shards paired with parameters by the order the hooks fire in (a list, read backwards in step()): right
+        # for a chain of layers given in model order, wrong once the list comes in another order (review v3r1 M1).
+        "r1_hook_order": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
+        shard = torch.empty(part)
+        self.dist.reduce_scatter_tensor(shard, flat)
+        self.order = getattr(self, "order", [])
+        self.order.append(shard / self.world)
+''' + _FREE + _step().replace("        for i, p in enumerate(self.params):\n", "        self.grads = dict(zip("
+            "reversed(range(len(self.params))), self.order))\n        self.order = []\n"
+            "        for i, p in enumerate(self.params):\n"),
+        # Every full gradient kept in a list only the hook's closure sees, cleared in step(): ZeRO-1's memory
+        # through backward, invisible from the object (review v3r1 m1).
+        "r1_closure_stash2": _CLASS + '''\
+        keep = []
+
+        def hook(p, keep=keep):
+            keep.append(p.grad)
+            self.hook(p)
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(hook)
+        self.clear = keep.clear
+''' + _HOOK + _step().replace("        self.t += 1\n", "        self.t += 1\n        self.clear()\n"),
+        # The padded full gradients kept in a module-level dict until step() (review v3r1 m1).
+        "r1_global_stash": "_KEPT = {}\n\n\n" + _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
+        _KEPT[id(p)] = flat
+''' + _RS + _FREE + _step().replace("        self.t += 1\n", "        self.t += 1\n        _KEPT.clear()\n"),
         # Bias correction forgotten (plain m / sqrt(v)): wrong from the first step.
         "no_bias_correction": _CLASS + _REGISTER + _HOOK + _step().replace(
             "(self.v[i].sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)", "self.v[i].sqrt().add_(eps)").replace(

@@ -101,3 +101,45 @@ def test_simulated_nodes_never_share_a_gpu():
     assert node_gpus(0, 1, 2, 1) is None                              # one node: as the machine is
     assert [node_gpus(n, 2, 2, 4) for n in range(2)] == ["0,1", "2,3"]  # enough GPUs: one set per node
     assert [node_gpus(n, 2, 2, 2) for n in range(2)] == ["", ""]        # Kaggle's pair, 2 x 2 ranks: gloo on the CPU
+
+
+_GPU_SCRIPT = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+local_rank = int(os.environ["LOCAL_RANK"])
+assert torch.cuda.is_available() and torch.cuda.device_count() == int(os.environ["LOCAL_WORLD_SIZE"])
+torch.cuda.set_device(local_rank + int(os.environ.get("SHIFT", "0")))
+dist.init_process_group("nccl")
+device = torch.device("cuda", local_rank)
+model = DistributedDataParallel(torch.nn.Linear(3, 1).to(device), device_ids=[local_rank])
+model(torch.ones(2, 3).to(device)).sum().backward()
+torch.ones(1).cuda()
+assert torch.cuda.current_device() == local_rank and dist.get_backend() == "gloo"
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_simulated_gpus_record_each_ranks_device_and_backend_and_train_on_the_cpu(tmp_path):
+    script = tmp_path / "gpu.py"
+    script.write_text(_GPU_SCRIPT)
+    job = parallel.run_script(script, parallel.ScriptCase(), nodes=2, procs_per_node=1, timeout_s=120,
+                              simulate_gpus=True)
+    assert job.failure() == "", job.failure()
+    assert job.gpu_use() == {rank: {"local_rank": 0, "devices": [0], "backend": "nccl"} for rank in range(2)}
+    plain = parallel.run_script(script, parallel.ScriptCase(), procs_per_node=1, timeout_s=60)
+    assert plain.gpu_records is None and "AssertionError" in plain.failure()  # without the shim: no GPU here
+    with pytest.raises(ValueError, match="simulate_gpus"):
+        plain.gpu_use()
+
+
+def test_a_gpu_the_node_lacks_is_refused_as_cuda_would_and_recorded(tmp_path, monkeypatch):
+    script = tmp_path / "gpu.py"
+    script.write_text(_GPU_SCRIPT)
+    monkeypatch.setenv("SHIFT", "1")  # rank 1 of a 1 x 2 node asks for cuda:2
+    job = parallel.run_script(script, parallel.ScriptCase(), procs_per_node=2, timeout_s=120, simulate_gpus=True)
+    assert "invalid device ordinal (cuda:2; this node has 2 GPUs" in job.failure(), job.failure()
+    assert job.gpu_use()[1]["devices"] == [2]

@@ -253,6 +253,30 @@ WRONG = {
     tb.launch(softmax_kernel_rows, (n_rows,), x.float(), out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out
 ''',
+        # Review v3r4 M1: tl.exp in float32 as told, then the exponentials converted back to x's dtype before
+        # tl.sum, which keeps its input's type: exact for float32 and float64, and within one rounding for float16
+        # rows up to 4,097 wide, but a float16 sum passes 65,504 on a 70,000-wide row of near-equal values (a
+        # vocabulary): inf, and every output 0.
+        "r4_exp_back_to_input_dtype": _EX1_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x16 = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = x16.to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0)).to(x16.dtype)
+    tl.store(out_ptr + row * n_cols + cols, numerator / tl.sum(numerator, axis=0), mask=mask)
+''' + _EX1_GOOD_LAUNCHER,
+        # Review v3r4 M1: the numerator and its sum each converted to out's dtype before the division.
+        "r4_div_in_out_dtype": _EX1_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0))
+    out_type = out_ptr.dtype.element_ty
+    tl.store(out_ptr + row * n_cols + cols, numerator.to(out_type) / tl.sum(numerator, axis=0).to(out_type),
+             mask=mask)
+''' + _EX1_GOOD_LAUNCHER,
     },
     "ex2-solution": {
         "constant": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\

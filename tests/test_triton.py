@@ -140,6 +140,15 @@ def test_course_kernels_match_torch():
     assert torch.allclose(triton_kernels.matmul(a, b, 16, 16, 16), a @ b, atol=1e-4)
 
 
+def test_course_softmax_on_a_wide_float16_row():
+    """Review v3r4 m3 and M1: softmax_kernel computes in float32 (tl.exp refuses float16), so a vocabulary-wide
+    float16 row of near-equal values, whose float16 sum would pass 65,504, comes out right, in float16."""
+    x = (torch.randn(1, 70000, generator=torch.Generator().manual_seed(0)) * 0.01).half()
+    out = triton_kernels.softmax(x)
+    assert out.dtype == torch.float16
+    assert torch.allclose(out.double(), torch.softmax(x.double(), dim=1), rtol=2e-3, atol=1e-6)
+
+
 def test_callable_grid_gets_the_arguments():
     x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
     tb.launch(add_kernel, lambda meta: (triton.cdiv(meta["n_elements"], meta["BLOCK"]),), x, y, out, 300, BLOCK=64)

@@ -427,6 +427,30 @@ WRONG: dict[str, dict[str, str]] = {
         "r5_threshold_8": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.92 * first") + '''\
     return sorted(began, key=began.get)
 ''',
+        # Review v3r6 (M2): "it is new" dropped for the thermal reason: a card hot from the start (the reason set in
+        # every interval) is blamed for a later fall that the page cache or the power cap causes.
+        "r6_thermal_not_new": _EX3 + _EX3_EPOCHS.replace(
+            'reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0)',
+            'reasons.get("thermal", 0) >= 0.5') + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r6 (M2): thermal read from the temperature at the slowdown point, not from the reason: the same
+        # hot-from-the-start card is blamed.
+        "r6_temp_only": _EX3 + _EX3_EPOCHS.replace(
+            '"thermal": reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0),',
+            '"thermal": np.median([s.value("gpu_temp") for s in trace.samples[window]])'
+            ' >= trace.slowdown_c - 1,') + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r6 (M2): a clock reason counted when it is set in any interval of a slowed epoch, not in most of
+        # them: a reason that flickers in a fifth of the intervals while another cause slows the run is blamed too.
+        "r6_reason_any": _EX3 + _EX3_EPOCHS.replace(
+            'reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0)',
+            'reasons.get("thermal", 0) > 0 and not reasons_first.get("thermal", 0)').replace(
+            'reasons.get("power cap", 0) >= 0.5 > reasons_first.get("power cap", 0)',
+            'reasons.get("power cap", 0) > 0 and not reasons_first.get("power cap", 0)') + '''\
+    return sorted(began, key=began.get)
+''',
     },
 }
 

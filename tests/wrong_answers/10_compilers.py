@@ -463,6 +463,23 @@ WRONG["ex3-solution"] = {
     else:
         why = "kernels differ"     # the same graphs, no library call: inductor generated other kernels''', '''    else:
         why = "extern call"'''),
+    # v3r5's reviewer (major): "extern call" checked before "fused": two writings that compile to the same code around
+    # one library call (a GELU by hand or F.gelu after a matrix multiply) are given a difference that does not exist.
+    "r5_extern_before_fused": _ex3('''    elif (kernels_a, bytes_a) == (kernels_b, bytes_b):
+        why = "fused"              # the same kernels: the longer source cost nothing
+    elif library_a or library_b:
+        why = "extern call"        # the same graphs, the work placed differently around a library call''', '''    elif library_a or library_b:
+        why = "extern call"
+    elif (kernels_a, bytes_a) == (kernels_b, bytes_b):
+        why = "fused"'''),
+    # v3r5's reviewer (major): "graph break" only when the kernel counts differ too: a sort, a log line and a multiply
+    # (two modules, one kernel) against the sort and the multiply in one module (one kernel) is called "fused".
+    "r5_break_needs_kernels": _ex3("if graphs_a != graphs_b:", "if graphs_a != graphs_b and kernels_a != kernels_b:"),
+    # v3r5's reviewer (major): kernels counted from their definitions, not their launches: inductor defines
+    # cpp_fused_sin_1 once and launches it twice, after each of two matrix multiplies.
+    "r5_kernels_from_definitions": _ex3(
+        "return len(found), len(moved), sum(moved)",
+        "return len(found), sum(len(signatures(code)) for code in writing['codes']), sum(moved)"),
 }
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

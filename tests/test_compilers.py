@@ -242,6 +242,14 @@ def test_compare_writings_reads_breaks_library_calls_and_fused_pairs():
     assert compare("sort_then_reuse", "sort_then_scale_reuse") == {"bytes": [6660, 3996], "kernels": [2, 1],
                                                                    "fewer_bytes": "b", "why": "extern call"}
     assert compare("concat", "scale_and_sine")["bytes"] == [20352, 20352]
+    # the same code around one library call is "fused"; a break is a break even with equal kernel counts
+    assert compare("mm_gelu_by_hand", "mm_gelu_library") == {"bytes": [20480, 20480], "kernels": [1, 1],
+                                                             "fewer_bytes": "same", "why": "fused"}
+    assert compare("sort_then_scale", "sort_logged_then_scale") == {"bytes": [2664, 2664], "kernels": [1, 1],
+                                                                    "fewer_bytes": "same", "why": "graph break"}
+    # one generated kernel launched twice counts twice
+    assert compare("sine_around_two_mm", "sine_after_two_mm") == {"bytes": [98304, 32768], "kernels": [3, 1],
+                                                                  "fewer_bytes": "b", "why": "extern call"}
 
 
 def test_kernel_traffic_counts_a_fresh_in_out_buffer_once():

@@ -200,6 +200,25 @@ def test_per_program_counts_and_grid():
     assert len(header) == len(rows[0]) and [row[3] for row in rows] == ["x_ptr", "y_ptr", "out_ptr"]
 
 
+@triton.jit
+def scaled_copy_kernel(x_ptr, out_ptr, n_elements, SCALE: tl.constexpr, BLOCK: tl.constexpr = 64):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * SCALE, mask=mask)
+
+
+def test_a_launch_records_its_constexprs_passed_by_position_keyword_or_default():
+    x = torch.randn(100)
+    with tb.count_traffic() as traffic:
+        tb.launch(add_kernel, (1,), x, x, torch.empty(100), 100, 128)                 # BLOCK by position
+        tb.launch(add_kernel, (1,), x, x, torch.empty(100), 100, BLOCK=128, num_warps=2)   # by keyword
+        out = torch.empty(100)
+        tb.launch(scaled_copy_kernel, (2,), x, out, 100, SCALE=2.0)                  # BLOCK by its default
+    assert [launch.constexprs for launch in traffic.launches] == [{"BLOCK": 128}, {"BLOCK": 128},
+                                                                  {"SCALE": 2.0, "BLOCK": 64}]
+    assert torch.equal(out, 2 * x)
+
+
 def test_counting_blocks_nest_and_launches_outside_are_not_counted():
     x, y = torch.randn(64), torch.randn(64)
     _add(x, y)

@@ -232,6 +232,14 @@ WRONG = {
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=256)
     return out
 ''',
+        # Review v3r5 M1: a constant BLOCK as wide as Llama 3's 128,256-entry vocabulary: right on every narrower
+        # row, yet 131,072 registers' worth of lanes per program, and wrong past it (Qwen's 151,936, Gemma's 256,000).
+        "r5_block_const_131072": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=131072)
+    return out
+''',
         # Review v3r3 M1: the kernel stores exp(x - max), torch normalises in place: two more passes over memory,
         # which the counter (the kernel's loads and stores only) did not see. The tests refuse torch arithmetic.
         "r3_inplace_divide": _EX1_KERNEL_HEAD + _EX1_NUMERATOR_BODY + _EX1_LAUNCHER_HEAD + '''\
@@ -384,6 +392,9 @@ def rmsnorm_kernel(h_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
 """,
         # Review v3r2 M1: BLOCK hard-coded at 1,024: wider rows are normalised by part of their sum, half unstored.
         "r2_block_1024": _EX2_GOOD_KERNEL + _ex2_launcher(block="1024"),
+        # Review v3r5 M1: a constant BLOCK of 8,192 (Llama 2/3 70B's hidden size): right on narrower rows, NaN on a
+        # 16,385-wide one (Llama 3 405B's is 16,384), where the rest of h and y is never stored.
+        "r5_block_const_8192": _EX2_GOOD_KERNEL + _ex2_launcher(block="8192"),
         # Review v3r3 M2: float32 statistics, but h * w multiplied in float16 first: inf once |h * w| passes 65,504
         # (rows ~1e4, weights of a few units).
         "r3_x_times_w_first": _ex2_kernel(w="{load}", normalise="(h * w).to(tl.float32) * tl.rsqrt(mean_square + eps)")

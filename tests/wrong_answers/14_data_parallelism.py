@@ -286,6 +286,10 @@ WRONG: dict[str, dict[str, str]] = {
         # Review v3r1 major 3 (W5): never NCCL, gloo on the CPU even where every process has a GPU.
         "r2_always_gloo": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
                                    "    nccl = False")),
+        # Review v3r2 major 2 (W7): NCCL whenever the machine has CUDA. On the visible node of 3 processes and one
+        # (simulated) GPU, rank 1 asks for cuda:1, which the node lacks: the fallback to gloo on the CPU is graded.
+        "r2_nccl_when_cuda": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
+                                      "    nccl = torch.cuda.is_available()")),
         # The sum of the squared errors, not their mean: steps batch_per_rank times too large.
         "sum_loss": _script(("mse_loss(model(x.to(device)), y.to(device))",
                              "mse_loss(model(x.to(device)), y.to(device), reduction=\"sum\")")),

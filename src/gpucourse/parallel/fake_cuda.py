@@ -1,28 +1,37 @@
 """Simulated GPUs in the processes ``torchrun`` starts (lesson 14's Exercise 3 graded on a machine without enough GPUs).
 
-:func:`gpucourse.parallel.run_script` with ``simulate_gpus=True`` copies this file as ``sitecustomize.py`` into a
-temporary folder put first on the workers' ``PYTHONPATH`` and sets :data:`RECORD_ENV` to a folder. In a process that
-torchrun started (``LOCAL_RANK`` is set; torchrun's own agent is left alone) it then pretends that the node has one
-GPU per process, for the device choice only:
+:func:`gpucourse.parallel.run_script` with ``simulate_gpus`` copies this file as ``sitecustomize.py`` into a
+temporary folder put first on the workers' ``PYTHONPATH``, sets :data:`RECORD_ENV` to a folder and :data:`COUNT_ENV`
+to the GPUs each node has (default: one per process, ``LOCAL_WORLD_SIZE``). In a process that torchrun started
+(``LOCAL_RANK`` is set; torchrun's own agent is left alone) it then pretends that the node has that many GPUs, for
+the device choice only; whatever a script asks of them runs on the CPU:
 
-- ``torch.cuda.is_available()`` is True and ``torch.cuda.device_count()`` is ``LOCAL_WORLD_SIZE`` (the same for
-  ``torch.accelerator``);
-- ``torch.cuda.set_device``, the ``device_ids`` given to ``DistributedDataParallel``, the backend asked of
-  ``dist.init_process_group`` and the CUDA devices tensors and modules are moved to (``.to``, ``.cuda``) are recorded;
-  an index a real node would not have raises CUDA's "invalid device ordinal";
-- ``nccl`` becomes ``gloo`` and ``cuda:k`` the CPU: the job trains on the CPU exactly as it would without GPUs.
+- ``torch.cuda.is_available()`` is True and ``torch.cuda.device_count()`` the node's count (the same for
+  ``torch.accelerator``); ``set_device``, ``current_device``, ``torch.cuda.device(k)``, ``synchronize``,
+  ``get_device_name``/``_properties``/``_capability`` (a nominal device: its name says it is simulated, 16 GiB),
+  the memory queries (0 bytes used: nothing is on a GPU) and ``pin_memory`` answer as a real node's would;
+- the CUDA devices a script uses are recorded and replaced by the CPU: ``torch.cuda.set_device``, ``.to``/``.cuda``
+  of tensors and modules, any ``device=`` of a torch function (factories, ``as_tensor``, ``*_like``; a
+  ``TorchFunctionMode``), ``torch.set_default_device``, ``torch.load``'s ``map_location``, DDP's ``device_ids`` and
+  ``init_process_group``'s ``device_id``; the backend asked of ``init_process_group`` is recorded, and ``nccl``
+  becomes ``gloo``: the job trains on the CPU exactly as it would without GPUs;
+- an index the node does not have raises CUDA's "invalid device ordinal" (recorded first).
 
-Each rank appends what it did, one JSON object a line, to ``<RECORD_ENV folder>/rank<RANK>.jsonl`` as it happens (a
-rank killed by torchrun keeps what it recorded). Only the standard library and torch are imported here: this file
-runs before anything else in the worker.
+CUDA streams, events and ``torch.cuda.amp`` are not simulated. Each rank appends what it did, one JSON object a line,
+to ``<RECORD_ENV folder>/rank<RANK>.jsonl`` as it happens (a rank killed by torchrun keeps what it recorded). Only
+the standard library and torch are imported here: this file runs before anything else in the worker.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+from types import SimpleNamespace
 
 RECORD_ENV = "GPUCOURSE_SIMULATED_GPUS"
+COUNT_ENV = "GPUCOURSE_SIMULATED_GPU_COUNT"
+MEMORY = 16 * 2**30  # the nominal memory of a simulated GPU (nothing is allocated on it)
 
 
 _SEEN: set[str] = set()
@@ -44,8 +53,10 @@ def install() -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._device import DeviceContext
 
-    count = int(os.environ["LOCAL_WORLD_SIZE"])
+    count = int(os.environ.get(COUNT_ENV) or os.environ["LOCAL_WORLD_SIZE"])
     current = [0]
 
     def index_of(device) -> int | None:
@@ -67,7 +78,8 @@ def install() -> None:
 
     def set_device(device) -> None:
         index = index_of(device)
-        _record("set_device", index=index)
+        if threading.current_thread() is threading.main_thread():  # not a DataLoader's pin_memory thread's own call
+            _record("set_device", index=index)
         if index is not None:
             current[0] = index
 
@@ -115,11 +127,77 @@ def install() -> None:
         _record("ddp", device_ids=indices)
         ddp_init(self, module, None, None, *args, **kwargs)
 
+    class CudaToCpu(TorchFunctionMode):
+        """Every torch function's ``device=`` naming a CUDA device (factories, as_tensor, *_like, new_*): the CPU."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if index_of(kwargs.get("device")) is not None:
+                _record("created", index=index_of(kwargs["device"]))
+                kwargs = {**kwargs, "device": "cpu"}
+            return func(*args, **kwargs)
+
+    def on_cpu(location):
+        """torch.load's map_location (a device or a dict of them) with each CUDA device recorded and made the CPU."""
+        if isinstance(location, dict):
+            return {key: on_cpu(value) for key, value in location.items()}
+        if isinstance(location, (str, torch.device)) and index_of(location) is not None:
+            _record("load", index=index_of(location))
+            return "cpu"
+        return location
+
+    load, default_device = torch.load, DeviceContext.__init__
+
+    def load_on_cpu(f, *args, **kwargs):
+        if args:
+            args = (on_cpu(args[0]),) + args[1:]
+        if "map_location" in kwargs:
+            kwargs["map_location"] = on_cpu(kwargs["map_location"])
+        return load(f, *args, **kwargs)
+
+    def default_on_cpu(self, device) -> None:  # torch.set_default_device and `with torch.device(...)`
+        if index_of(device) is not None:
+            _record("default_device", index=index_of(device))
+            device = "cpu"
+        default_device(self, device)
+
+    def which(device=None) -> int | None:
+        """The index a torch.cuda query names (the current GPU by default)."""
+        return current[0] if device is None else index_of(device)
+
+    def nothing(device=None) -> None:  # synchronize, empty_cache, reset_peak_memory_stats: nothing to wait for
+        which(device)
+
+    def no_bytes(device=None) -> int:  # memory_allocated, memory_reserved and their peaks: nothing is on a GPU
+        which(device)
+        return 0
+
+    def properties(device=None):
+        which(device)
+        return SimpleNamespace(name="simulated GPU (runs on the CPU)", major=8, minor=0, total_memory=MEMORY,
+                               multi_processor_count=1, is_integrated=False)
+
+    def exchange(device) -> int:  # torch.cuda.device(k) as a context: set k, return the previous GPU
+        previous = current[0]
+        if device is not None and device >= 0:
+            current[0] = index_of(device)
+        return previous
+
     torch.cuda.is_available = lambda: True
     torch.cuda.device_count = lambda: count
     torch.cuda.set_device = set_device
     torch.cuda.current_device = lambda: current[0]
-    torch.cuda.synchronize = lambda device=None: None
+    torch.cuda._exchange_device = torch.cuda._maybe_exchange_device = exchange
+    torch.cuda.synchronize = torch.cuda.reset_peak_memory_stats = torch.cuda.empty_cache = nothing
+    torch.cuda.get_device_properties = properties
+    torch.cuda.get_device_name = lambda device=None: properties(device).name
+    torch.cuda.get_device_capability = lambda device=None: (properties(device).major, properties(device).minor)
+    torch.cuda.mem_get_info = lambda device=None: (properties(device).total_memory,) * 2
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
+        setattr(torch.cuda, name, no_bytes)
+    torch.Tensor.pin_memory = lambda self, device=None: self  # no page-locked memory without a real GPU
+    torch.load, DeviceContext.__init__ = load_on_cpu, default_on_cpu
+    CudaToCpu().__enter__()  # for the rest of the process (its main thread: where a script makes its tensors)
     torch.accelerator.is_available = lambda: True
     torch.accelerator.device_count = lambda: count
     torch.accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")

@@ -7,9 +7,9 @@ exactly that way, with ``python -m torch.distributed.run`` (what the ``torchrun`
 ``--standalone``, or several nodes, one ``torchrun`` each, meeting at a c10d rendezvous on this machine, so that a
 script that confuses LOCAL_RANK with RANK, or hard-codes the world size, shows it. Each simulated node gets its own
 ``--out`` path, as real nodes have their own disks: a script that saves on every node's LOCAL_RANK 0 writes two
-files. With ``simulate_gpus=True`` every node pretends to have one GPU per process (:mod:`.fake_cuda`): the job still
-trains with gloo on the CPU, and :meth:`ScriptRun.gpu_use` says which GPU each rank chose and which backend it asked
-for. :func:`script_reference` computes, in this process, the state DDP's rank 0 must end with.
+files. With ``simulate_gpus=True`` every node pretends to have one GPU per process, with ``simulate_gpus=k`` k GPUs
+(:mod:`.fake_cuda`): the job still trains with gloo on the CPU, and :meth:`ScriptRun.gpu_use` says which GPU each rank
+chose and which backend it asked for. :func:`script_reference` computes, in this process, the state DDP's rank 0 must end with.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ class ScriptRun:
     written: tuple[int, ...] = ()  # the nodes whose --out file exists after the job (each node has its own path)
     prefixed: bool = False  # whether the saved keys began with 'module.' (DDP's wrapper saved, not model.module)
     gpu_records: dict[int, list[dict]] | None = None  # simulate_gpus: each rank's recorded calls (fake_cuda), by RANK
+    gpus_per_node: int = 0  # the GPUs each node pretended to have (0: none simulated)
 
     def gpu_use(self) -> dict[int, dict]:
         """With simulated GPUs, by RANK: its LOCAL_RANK, the CUDA devices it used (set_device, DDP's device_ids,
@@ -257,14 +258,19 @@ the script's, when they are the only error (a job that shows one is run once mor
 
 
 def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, procs_per_node: int = 2,
-               timeout_s: float = 300.0, simulate_gpus: bool = False) -> ScriptRun:
+               timeout_s: float = 300.0, simulate_gpus: bool | int = False) -> ScriptRun:
     """Run ``script`` as ``torchrun`` would on ``nodes`` nodes of ``procs_per_node`` processes (all on this machine),
     with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did. The job is stopped after
     ``timeout_s``, or sooner when all its processes sit idle for 20 s (stuck), never because the machine is slow;
     a job that lost its rendezvous store, or failed without any error message (on a loaded machine a gloo job
     sometimes does), runs once more. With ``simulate_gpus`` each node hides its real GPUs and pretends to have one
-    per process (:mod:`.fake_cuda`); the job's GPU calls are recorded (:meth:`ScriptRun.gpu_use`)."""
-    options = dict(nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s, simulate_gpus=bool(simulate_gpus))
+    per process (True) or ``simulate_gpus`` of them (:mod:`.fake_cuda`); the job's GPU calls are recorded
+    (:meth:`ScriptRun.gpu_use`)."""
+    if simulate_gpus is True:
+        simulate_gpus = positive_int("procs_per_node", procs_per_node)
+    elif simulate_gpus is not False:
+        simulate_gpus = positive_int("simulate_gpus", simulate_gpus)
+    options = dict(nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s, simulate_gpus=int(simulate_gpus))
     job = _run_script_once(script, case, **options)
     failure = job.failure()
     if failure and not job.stopped and (any(error in failure for error in RENDEZVOUS_LOST)
@@ -274,7 +280,7 @@ def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, p
 
 
 def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int, procs_per_node: int,
-                     timeout_s: float, simulate_gpus: bool) -> ScriptRun:
+                     timeout_s: float, simulate_gpus: int) -> ScriptRun:
     """One launch of :func:`run_script`."""
     import numpy as np
     import torch
@@ -313,7 +319,7 @@ def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int,
             records.mkdir()
             shutil.copyfile(Path(__file__).with_name("fake_cuda.py"), shim / "sitecustomize.py")
             envs = [{**env, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join([str(shim), python_path]),
-                     fake_cuda.RECORD_ENV: str(records)} for env in envs]
+                     fake_cuda.RECORD_ENV: str(records), fake_cuda.COUNT_ENV: str(simulate_gpus)} for env in envs]
         logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
         commands = [_torchrun_command(path.resolve(), nodes, procs, endpoint, run_id, arguments[node], node)
                     for node in range(nodes)]
@@ -332,7 +338,7 @@ def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int,
     if any("NotImplementedError" in text for text in outputs):
         raise NotImplementedError(f"{path.name} raised NotImplementedError in its processes: write it first")
     return ScriptRun(case, nodes, procs, [process.returncode for process in processes], outputs, weights, seconds,
-                     commands, stopped, written, prefixed, gpu_records)
+                     commands, stopped, written, prefixed, gpu_records, simulate_gpus)
 
 
 def sampler_shards(samples: int, world_size: int) -> list[list[int]]:

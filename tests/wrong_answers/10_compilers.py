@@ -297,6 +297,15 @@ WRONG["ex1-solution"]["r4_runs_incl_device"] = _ex1(
 """)
 # v3r4's reviewer: launches must make a quarter of the stage, not a fifth.
 WRONG["ex1-solution"]["r4_quarter"] = _ex1("launches[stage] >= cpu[stage] / 5", "launches[stage] >= cpu[stage] / 4")
+# v3r6's reviewer (minor 3): each threshold graded on its other side too. More than 100 calls per run, not at least
+# 100 (caught by a stage of exactly 100 tiny calls per run).
+WRONG["ex1-solution"]["r6_gt100"] = _ex1("calls[stage] / runs[stage] >= 100", "calls[stage] / runs[stage] > 100")
+# Launches making a sixth of the stage, not a fifth (caught by 200 tiny calls that make 18 % of it).
+WRONG["ex1-solution"]["r6_sixth"] = _ex1("launches[stage] >= cpu[stage] / 5", "launches[stage] >= cpu[stage] / 6")
+# The top operation's time divided by all the stage's calls, not the average of all its calls (caught by 150 calls of
+# about 60 µs spread over six operations).
+WRONG["ex1-solution"]["r6_avg_top_op_only"] = _ex1("in_ops[stage] / calls[stage] < 50",
+                                                   "ops[stage][op] / calls[stage] < 50")
 
 WRONG["ex1-solution"]["tiny_under_100us"] = _ex1("in_ops[stage] / calls[stage] < 50", "in_ops[stage] / calls[stage] < 100")
 

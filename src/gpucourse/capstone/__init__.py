@@ -20,8 +20,9 @@ from gpucourse.capstone.models import (count_parameters, import_keras, keras_sma
                                        training_flops_per_image)
 from gpucourse.capstone.step_switches import (StepTiming, compile_backend, payback_steps, show_step_timings,
                                              time_step_variants)
-from gpucourse.capstone.training import (FEEDS, OPTIMIZERS, PRECISIONS, OnTheFlyImages, TrainConfig, TrainResult,
-                                         autocast_dtype, evaluate, speed_score, speedup_rows, time_budget_s, train)
+from gpucourse.capstone.training import (BASELINE_IMAGES, FEEDS, OPTIMIZERS, PRECISIONS, OnTheFlyImages, Race,
+                                         TrainConfig, TrainResult, autocast_dtype, evaluate, first_attempt, race,
+                                         speed_score, speedup_rows, time_budget_s, train)
 from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-exported: lessons import them from here)
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
     "fetch_url", "data_dir", "network_available", "import_keras",
     "small_cnn", "keras_small_cnn", "count_parameters", "training_flops_per_image",
     "TrainConfig", "TrainResult", "autocast_dtype", "OnTheFlyImages", "evaluate", "train",
-    "speed_score", "time_budget_s", "LivePlot", "speedup_rows", "plot_speedups", "markdown_table", "show_table",
+    "speed_score", "time_budget_s", "first_attempt", "race", "Race", "BASELINE_IMAGES", "LivePlot", "speedup_rows", "plot_speedups", "markdown_table", "show_table",
     "show_speedups", "plot_examples",
     "KerasResult", "train_keras",
     "cloud_cost_per_run", "on_prem_usd_per_hour", "on_prem_cost_per_run", "break_even_hours", "CostComparison",

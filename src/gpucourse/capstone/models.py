@@ -32,14 +32,19 @@ def _image_size(image_size: object) -> int:
     return size
 
 
-def small_cnn(image_size: int = 28, channels: tuple[int, int] = (16, 32), num_classes: int = 10):
-    """The course's CNN (torch): two 3x3 conv + ReLU + 2x2 max-pool blocks, then one linear layer."""
+def small_cnn(image_size: int = 28, channels: tuple[int, int] = (16, 32), num_classes: int = 10,
+              in_channels: int = 1):
+    """The course's CNN (torch): two 3x3 conv + ReLU + 2x2 max-pool blocks, then one linear layer.
+
+    ``in_channels`` is the images' colour channels: 1 for grey images, 3 for colour ones.
+    """
     import torch.nn as nn
 
     size, (c1, c2) = _image_size(image_size), _channels(channels)
     num_classes = positive_int("num_classes", num_classes)
+    in_channels = positive_int("in_channels", in_channels)
     return nn.Sequential(
-        nn.Conv2d(1, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(in_channels, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(c2 * (size // 4) ** 2, num_classes))
 

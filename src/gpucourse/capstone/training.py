@@ -405,3 +405,120 @@ def time_budget_s(images: int, images_per_s: float, slack: float = 4.0, overhead
     if slack < 1:
         raise ValueError(f"slack must be >= 1 (a budget below the measured time is not fair), got {slack}")
     return non_negative_number("overhead_s", overhead_s) + slack * images / images_per_s
+
+
+BASELINE_IMAGES = 20_000
+"""Images the first attempt trains on (at least two passes over the data): enough for the target on every set."""
+
+
+def _training_arrays(train_x: object, train_y: object) -> tuple[np.ndarray, np.ndarray]:
+    """Validate training arrays: float32 images (N, C, H, W) in [0, 1] and N integer labels."""
+    if not isinstance(train_x, np.ndarray) or train_x.ndim != 4 or train_x.shape[2] != train_x.shape[3]:
+        raise ValueError(f"train_x must be a numpy array of square images (N, C, H, W), got "
+                         f"{getattr(train_x, 'shape', type(train_x).__name__)}")
+    if not isinstance(train_y, np.ndarray) or train_y.shape != (len(train_x),) or len(train_y) == 0:
+        raise ValueError(f"train_y must be a numpy array of {len(train_x)} labels")
+    return np.ascontiguousarray(train_x, dtype=np.float32), train_y.astype(np.int64)
+
+
+def first_attempt(train_x: np.ndarray, train_y: np.ndarray, device: object = "auto", batch_size: int = 32,
+                  lr: float = 3e-3, images: int = BASELINE_IMAGES, seed: int = 0):
+    """The usual first attempt, the baseline exercise 3 is scored against; returns the trained :func:`small_cnn`.
+
+    A ``DataLoader`` over the arrays (one image at a time, collated into batches of 32, each batch copied to the
+    device), float32, Adam, shuffled every epoch, for ``images`` images (at least two passes over the data).
+    Nothing in it is wrong; none of the course's techniques is in it either.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    train_x, train_y = _training_arrays(train_x, train_y)
+    batch_size, images = positive_int("batch_size", batch_size), positive_int("images", images)
+    non_negative_number("lr", lr)
+    device = _device(device)
+    torch.manual_seed(non_negative_int("seed", seed))
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(train_x), torch.from_numpy(train_y))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True)
+    model = small_cnn(train_x.shape[-1], in_channels=train_x.shape[1]).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(max(2, math.ceil(images / len(train_y)))):
+        for xb, yb in loader:
+            loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.eval()
+
+
+def _warm_up(image_size: int, in_channels: int, device) -> None:
+    """One untimed training step of a throw-away small_cnn: a process's first step pays for initialising the library
+    (about a second on a CPU), which is no part of either recipe."""
+    import torch
+    import torch.nn.functional as F
+
+    from gpucourse.timing import sync_for
+
+    model = small_cnn(image_size, in_channels=in_channels).to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    x = torch.zeros(8, in_channels, image_size, image_size, device=device)
+    F.cross_entropy(model(x), torch.zeros(8, dtype=torch.int64, device=device)).backward()
+    optimizer.step()
+    sync_for(device)()
+
+
+@dataclass
+class Race:
+    """Two training functions timed on the same data and device, interleaved: seconds per call and the speed-up."""
+
+    baseline_s: list[float]
+    yours_s: list[float]
+    model: object = field(default=None, repr=False)
+
+    @property
+    def speedup(self) -> float:
+        """Median seconds of the baseline over the median seconds of yours (above 1: yours is faster)."""
+        return float(np.median(self.baseline_s) / np.median(self.yours_s))
+
+    def summary(self) -> str:
+        """One line: both medians and the speed-up."""
+        return (f"first attempt {np.median(self.baseline_s):.2f} s, yours {np.median(self.yours_s):.2f} s "
+                f"(medians of {len(self.baseline_s)} and {len(self.yours_s)} runs): speed-up {self.speedup:.2f}x")
+
+
+def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: object = "auto", rounds: int = 2,
+         baseline: Callable = first_attempt) -> Race:
+    """Time ``train_fn(train_x, train_y, device)`` against ``baseline`` (same call) on the same device.
+
+    Each call is timed from its start until the device has finished its work (synchronised). The calls alternate
+    (yours, first attempt, first attempt, yours, ...: a load that comes and goes hits both), and each side's
+    figure is the median of its ``rounds`` calls. ``model`` is what ``train_fn`` returned last.
+    """
+    from gpucourse.timing import sync_for
+
+    train_x, train_y = _training_arrays(train_x, train_y)
+    rounds = positive_int("rounds", rounds)
+    for name, fn in (("train_fn", train_fn), ("baseline", baseline)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be a function (train_x, train_y, device) -> model")
+    device = _device(device)
+    sync = sync_for(device)
+    _warm_up(train_x.shape[-1], train_x.shape[1], device)
+    result = Race([], [])
+
+    def timed(fn: Callable) -> tuple[object, float]:
+        sync()
+        start = time.perf_counter()
+        model = fn(train_x, train_y, device)
+        sync()
+        return model, time.perf_counter() - start
+
+    for index in range(rounds):
+        order = ("yours", "baseline") if index % 2 == 0 else ("baseline", "yours")
+        for side in order:
+            if side == "yours":
+                result.model, seconds = timed(train_fn)
+                result.yours_s.append(seconds)
+            else:
+                result.baseline_s.append(timed(baseline)[1])
+    return result

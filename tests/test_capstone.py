@@ -281,7 +281,16 @@ def test_cnn_parameters_and_flops(size, params, flops):
     assert model(torch.zeros(2, 1, size, size)).shape == (2, 10)
 
 
+def test_cnn_takes_colour_images():
+    grey, colour = capstone.small_cnn(12), capstone.small_cnn(12, in_channels=3)
+    assert capstone.count_parameters(colour) - capstone.count_parameters(grey) == 2 * 16 * 9  # two more input planes
+    assert colour(torch.zeros(2, 3, 12, 12)).shape == (2, 10)
+    with pytest.raises(RuntimeError):
+        grey(torch.zeros(2, 3, 12, 12))
+
+
 @pytest.mark.parametrize("call, error", [
+    (lambda: capstone.small_cnn(8, in_channels=0), ValueError),
     (lambda: capstone.small_cnn(3), ValueError),
     (lambda: capstone.small_cnn(8.0), TypeError),
     (lambda: capstone.small_cnn(8, channels=16), TypeError),
@@ -451,6 +460,47 @@ def test_time_budget_known_values_and_scaling():
         capstone.time_budget_s(100.0, 10)
     with pytest.raises(ValueError, match="images_per_s"):
         capstone.time_budget_s(100, 0)
+
+
+# --------------------------------------------------------------------------- the race against the first attempt
+
+def test_first_attempt_reaches_the_digits_target_with_the_size_and_channels_it_is_given():
+    digits = capstone.load_digits_data()
+    model = capstone.first_attempt(digits.train_x, digits.train_y, "cpu", images=6_000)
+    assert not model.training and capstone.evaluate(model, digits.test_x, digits.test_y, "cpu") >= 0.95
+    colour = np.repeat(np.pad(digits.train_x[:200], ((0, 0), (0, 0), (2, 2), (2, 2))), 3, axis=1)
+    model = capstone.first_attempt(colour, digits.train_y[:200], "cpu", images=400)
+    assert model(torch.zeros(1, 3, 12, 12)).shape == (1, 10)
+    with pytest.raises(ValueError, match="train_x"):
+        capstone.first_attempt(digits.train_x[:, 0], digits.train_y)
+    with pytest.raises(ValueError, match="train_y"):
+        capstone.first_attempt(digits.train_x, digits.train_y[:-1])
+
+
+def test_race_alternates_the_two_and_divides_the_medians(monkeypatch):
+    """Yours first, then the first attempt twice, then yours...: each call timed, the medians divided."""
+    seconds = {"yours": [1.0, 3.0, 2.0], "baseline": [10.0, 30.0, 20.0]}
+    calls, now = [], [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    x, y = np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.int64)
+
+    def runner(side):
+        def run(train_x, train_y, device):
+            assert train_x.shape == (4, 1, 8, 8) and str(device) == "cpu"
+            calls.append(side)
+            now[0] += seconds[side][sum(c == side for c in calls) - 1]
+            return f"model {len(calls)}"
+        return run
+
+    race = capstone.race(runner("yours"), x, y, "cpu", rounds=3, baseline=runner("baseline"))
+    assert calls == ["yours", "baseline", "baseline", "yours", "yours", "baseline"]
+    assert race.yours_s == [1.0, 3.0, 2.0] and race.baseline_s == [10.0, 30.0, 20.0]
+    assert race.speedup == pytest.approx(10.0) and race.model == "model 5"
+    assert "speed-up 10.00x" in race.summary()
+    with pytest.raises(TypeError, match="train_fn"):
+        capstone.race("not a function", x, y, "cpu")
+    with pytest.raises(ValueError, match="rounds"):
+        capstone.race(runner("yours"), x, y, "cpu", rounds=0)
 
 
 # --------------------------------------------------------------------------- reports and plots

@@ -497,6 +497,16 @@ def test_race_alternates_the_two_and_divides_the_medians(monkeypatch):
     assert race.yours_s == [1.0, 3.0, 2.0] and race.baseline_s == [10.0, 30.0, 20.0]
     assert race.speedup == pytest.approx(10.0) and race.model == "model 5"
     assert "speed-up 10.00x" in race.summary()
+    calls.clear()
+
+    def judge(model):
+        raise AssertionError(f"{model} is wrong")
+
+    with pytest.raises(AssertionError, match="model 1 is wrong"):  # judged before the first attempt runs
+        capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), judge=judge)
+    assert calls == ["yours"]
+    with pytest.raises(TypeError, match="judge"):
+        capstone.race(runner("yours"), x, y, "cpu", judge="strict")
     with pytest.raises(TypeError, match="train_fn"):
         capstone.race("not a function", x, y, "cpu")
     with pytest.raises(ValueError, match="rounds"):

@@ -487,17 +487,22 @@ class Race:
 
 
 def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: object = "auto", rounds: int = 2,
-         baseline: Callable = first_attempt) -> Race:
+         baseline: Callable = first_attempt, judge: Callable | None = None) -> Race:
     """Time ``train_fn(train_x, train_y, device)`` against ``baseline`` (same call) on the same device.
 
     Each call is timed from its start until the device has finished its work (synchronised). The calls alternate
     (yours, first attempt, first attempt, yours, ...: a load that comes and goes hits both), and each side's
-    figure is the median of its ``rounds`` calls. ``model`` is what ``train_fn`` returned last.
+    figure is the median of its ``rounds`` calls. ``model`` is what ``train_fn`` returned last. ``judge``, if
+    given, is called (untimed) with each model ``train_fn`` returns: one that raises ends the race at once, before
+    the first attempt has run.
     """
+    from gpucourse import progress
     from gpucourse.timing import sync_for
 
     train_x, train_y = _training_arrays(train_x, train_y)
     rounds = positive_int("rounds", rounds)
+    if judge is not None and not callable(judge):
+        raise TypeError("judge must be a function (model) -> None, or None")
     for name, fn in (("train_fn", train_fn), ("baseline", baseline)):
         if not callable(fn):
             raise TypeError(f"{name} must be a function (train_x, train_y, device) -> model")
@@ -513,12 +518,16 @@ def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: o
         sync()
         return model, time.perf_counter() - start
 
-    for index in range(rounds):
-        order = ("yours", "baseline") if index % 2 == 0 else ("baseline", "yours")
-        for side in order:
-            if side == "yours":
-                result.model, seconds = timed(train_fn)
-                result.yours_s.append(seconds)
-            else:
-                result.baseline_s.append(timed(baseline)[1])
+    with progress.running("racing your function against the first attempt", steps=2 * rounds, unit="run") as run:
+        for index in range(rounds):
+            order = ("yours", "baseline") if index % 2 == 0 else ("baseline", "yours")
+            for side in order:
+                run.step("yours" if side == "yours" else "the first attempt")
+                if side == "yours":
+                    result.model, seconds = timed(train_fn)
+                    result.yours_s.append(seconds)
+                    if judge is not None:
+                        judge(result.model)
+                else:
+                    result.baseline_s.append(timed(baseline)[1])
     return result

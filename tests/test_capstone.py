@@ -498,6 +498,14 @@ def test_race_alternates_the_two_and_divides_the_medians(monkeypatch):
     assert race.speedup == pytest.approx(10.0) and race.model == "model 5"
     assert "speed-up 10.00x" in race.summary()
     calls.clear()
+    seconds = {"yours": [1.0, 3.0], "baseline": [10.0, 2.0]}
+    race = capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), thresholds=[2.0, 1.5])
+    assert calls == ["yours", "baseline"] and race.speedup == pytest.approx(10.0)  # far from both: one round
+    calls.clear()
+    seconds = {"yours": [1.0, 3.0], "baseline": [2.2, 2.0]}
+    race = capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), thresholds=[2.0, 1.5])
+    assert calls == ["yours", "baseline", "baseline", "yours"]  # 2.2x is near 2: a second round
+    calls.clear()
 
     def judge(model):
         raise AssertionError(f"{model} is wrong")

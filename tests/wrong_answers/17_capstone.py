@@ -62,7 +62,7 @@ def train_to_target(train_x: np.ndarray, train_y: np.ndarray, device) -> torch.n
 
 EX3_GOOD_LOOP = '''\
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
-    for _ in range(math.ceil(15_000 / len(y))):
+    for _ in range(max(2, math.ceil(15_000 / len(y)))):
         order = torch.randperm(len(y), device=device)
         for start in range(0, len(y), 256):
             index = order[start:start + 256]
@@ -209,7 +209,7 @@ WRONG: dict[str, dict[str, str]] = {
         # 360 images ten passes are too few to reach the target.
         "fast_on_visible_data_only": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
     net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
-''' + EX3_GOOD_LOOP.replace("range(math.ceil(15_000 / len(y)))", "range(10)"),
+''' + EX3_GOOD_LOOP.replace("range(max(2, math.ceil(15_000 / len(y))))", "range(10)"),
         # A configuration that cannot reach the target: plain SGD with a small step, no shuffling, two passes.
         "typical": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
     net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
@@ -242,7 +242,7 @@ WRONG: dict[str, dict[str, str]] = {
     net = capstone.small_cnn(train_x.shape[-1], in_channels=train_x.shape[1]).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
     net.train()
-    for _ in range(max(2, math.ceil(20_000 / len(train_y)))):
+    for _ in range(max(4, math.ceil(20_000 / len(train_y)))):
         for xb, yb in loader:
             loss = F.cross_entropy(net(xb.to(device)), yb.to(device))
             optimizer.zero_grad()

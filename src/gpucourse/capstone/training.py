@@ -408,7 +408,9 @@ def time_budget_s(images: int, images_per_s: float, slack: float = 4.0, overhead
 
 
 BASELINE_IMAGES = 20_000
-"""Images the first attempt trains on (at least two passes over the data): enough for the target on every set."""
+"""Images the first attempt trains on at least (and at least MIN_PASSES passes over the data)."""
+MIN_PASSES = 4
+"""Passes over the data the first attempt makes at least: the fixed few epochs of a usual first attempt."""
 
 
 def _training_arrays(train_x: object, train_y: object) -> tuple[np.ndarray, np.ndarray]:
@@ -426,8 +428,11 @@ def first_attempt(train_x: np.ndarray, train_y: np.ndarray, device: object = "au
     """The usual first attempt, the baseline exercise 3 is scored against; returns the trained :func:`small_cnn`.
 
     A ``DataLoader`` over the arrays (one image at a time, collated into batches of 32, each batch copied to the
-    device), float32, Adam, shuffled every epoch, for ``images`` images (at least two passes over the data).
-    Nothing in it is wrong; none of the course's techniques is in it either.
+    device), float32, Adam, shuffled every epoch, for ``images`` images and at least four passes over the data
+    (the usual fixed few epochs; on the lesson's 20,000 MNIST or Fashion-MNIST images: 80,000 images, 2,500 steps).
+    Nothing in it is wrong; none of the course's techniques is in it either. Measured: 98-99% on the 8x8 digits
+    (target 95%); not measured on MNIST or Fashion-MNIST (no network where the tests run): there its 2,500 steps
+    are eight times the 313 steps (batch 128) of the lesson's earlier model answer, said to reach both targets.
     """
     import torch
     import torch.nn.functional as F
@@ -442,7 +447,7 @@ def first_attempt(train_x: np.ndarray, train_y: np.ndarray, device: object = "au
     model = small_cnn(train_x.shape[-1], in_channels=train_x.shape[1]).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    for _ in range(max(2, math.ceil(images / len(train_y)))):
+    for _ in range(max(MIN_PASSES, math.ceil(images / len(train_y)))):
         for xb, yb in loader:
             loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
             optimizer.zero_grad()
@@ -480,6 +485,11 @@ class Race:
         """Median seconds of the baseline over the median seconds of yours (above 1: yours is faster)."""
         return float(np.median(self.baseline_s) / np.median(self.yours_s))
 
+    def clear_of(self, thresholds: Sequence[float], margin: float = 1.25) -> bool:
+        """Whether the speed-up is at least ``margin`` times above or below every threshold (more runs would not
+        move it across one)."""
+        return all(self.speedup >= t * margin or self.speedup <= t / margin for t in thresholds)
+
     def summary(self) -> str:
         """One line: both medians and the speed-up."""
         return (f"first attempt {np.median(self.baseline_s):.2f} s, yours {np.median(self.yours_s):.2f} s "
@@ -487,20 +497,24 @@ class Race:
 
 
 def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: object = "auto", rounds: int = 2,
-         baseline: Callable = first_attempt, judge: Callable | None = None) -> Race:
+         baseline: Callable = first_attempt, judge: Callable | None = None, thresholds: Sequence[float] = (),
+         margin: float = 1.25) -> Race:
     """Time ``train_fn(train_x, train_y, device)`` against ``baseline`` (same call) on the same device.
 
     Each call is timed from its start until the device has finished its work (synchronised). The calls alternate
     (yours, first attempt, first attempt, yours, ...: a load that comes and goes hits both), and each side's
     figure is the median of its ``rounds`` calls. ``model`` is what ``train_fn`` returned last. ``judge``, if
     given, is called (untimed) with each model ``train_fn`` returns: one that raises ends the race at once, before
-    the first attempt has run.
+    the first attempt has run. With ``thresholds`` (the speed-ups a score changes at), the race stops after any
+    round whose speed-up is ``margin`` times clear of every threshold: a far-off result needs no second run.
     """
     from gpucourse import progress
     from gpucourse.timing import sync_for
 
     train_x, train_y = _training_arrays(train_x, train_y)
     rounds = positive_int("rounds", rounds)
+    thresholds = [positive_number("thresholds", t) for t in thresholds]
+    margin = positive_number("margin", margin)
     if judge is not None and not callable(judge):
         raise TypeError("judge must be a function (model) -> None, or None")
     for name, fn in (("train_fn", train_fn), ("baseline", baseline)):
@@ -530,4 +544,6 @@ def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: o
                         judge(result.model)
                 else:
                     result.baseline_s.append(timed(baseline)[1])
+            if thresholds and result.clear_of(thresholds, margin):
+                break
     return result

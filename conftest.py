@@ -49,11 +49,21 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if not folder:
         yield
         return
-    start, cpu_start = time.time(), os.times()
+    import psutil
+
+    start, cpu_start, busy_start = time.time(), os.times(), _machine_busy_s(psutil)
     yield
     cpu_end = os.times()
     cpu = sum(cpu_end[:4]) - sum(cpu_start[:4])  # this process and its finished children (kernels, subprocesses)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     Path(folder).mkdir(parents=True, exist_ok=True)  # the folder named need not exist yet
     with open(Path(folder) / f"{worker}.jsonl", "a", encoding="utf-8") as log:
-        log.write(json.dumps({"test": item.nodeid, "start": start, "wall": time.time() - start, "cpu": cpu}) + "\n")
+        log.write(json.dumps({"test": item.nodeid, "start": start, "wall": time.time() - start, "cpu": cpu,
+                              "busy_at_start": busy_start, "busy_at_end": _machine_busy_s(psutil),
+                              "cores": psutil.cpu_count()}) + "\n")
+
+
+def _machine_busy_s(psutil) -> float:
+    """CPU seconds the whole machine has spent busy since boot, all cores together (for the timeline's busy share)."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)

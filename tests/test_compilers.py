@@ -232,3 +232,30 @@ def test_compare_writings_reads_breaks_library_calls_and_fused_pairs():
     assert compare("scale_and_sine_logged", "scale_and_sine") == {"bytes": [20352, 20352], "kernels": [2, 1],
                                                                   "fewer_bytes": "same", "why": "graph break"}
     assert compare("scale_if_long", "scale_plain")["why"] == "fused"   # an if on a static shape breaks nothing
+    # a fresh in_out_ptr (layer norm's statistics) holds nothing to read: written once, so the two writings tie
+    assert compare("layer_norm_by_hand", "layer_norm_library") == {"bytes": [170400, 170400], "kernels": [1, 1],
+                                                                   "fewer_bytes": "same", "why": "fused"}
+    # one graph each, no library call, an extra transposed copy: "kernels differ", not "extern call"
+    assert compare("columns_normalised", "columns_normalised_by_rows") == {
+        "bytes": [168280, 252280], "kernels": [1, 1], "fewer_bytes": "a", "why": "kernels differ"}
+    # a buffer written by one launch and read by the next counts for both; views at their own size
+    assert compare("sort_then_reuse", "sort_then_scale_reuse") == {"bytes": [6660, 3996], "kernels": [2, 1],
+                                                                   "fewer_bytes": "b", "why": "extern call"}
+    assert compare("concat", "scale_and_sine")["bytes"] == [20352, 20352]
+    # the same code around one library call is "fused"; a break is a break even with equal kernel counts
+    assert compare("mm_gelu_by_hand", "mm_gelu_library") == {"bytes": [20480, 20480], "kernels": [1, 1],
+                                                             "fewer_bytes": "same", "why": "fused"}
+    assert compare("sort_then_scale", "sort_logged_then_scale") == {"bytes": [2664, 2664], "kernels": [1, 1],
+                                                                    "fewer_bytes": "same", "why": "graph break"}
+    # one generated kernel launched twice counts twice
+    assert compare("sine_around_two_mm", "sine_after_two_mm") == {"bytes": [98304, 32768], "kernels": [3, 1],
+                                                                  "fewer_bytes": "b", "why": "extern call"}
+
+
+def test_kernel_traffic_counts_a_fresh_in_out_buffer_once():
+    """An in_out_ptr buffer straight from empty_strided_cpu (or a reuse of it) is only written; once a library call
+    has filled it, it is read and written."""
+    library = compilers.kernel_traffic(compilers.recorded_code("layer_norm_library")["code"])
+    assert library == [{"kernel": "cpp_fused_native_layer_norm_0", "read": 84000, "written": 1200 + 1200 + 84000}]
+    filled = compilers.kernel_traffic(compilers.recorded_code("mm_then_scale")["code"])
+    assert filled == [{"kernel": "cpp_fused_add_mul_0", "read": 9600, "written": 9600}]

@@ -66,6 +66,36 @@ class _InStep(sharding._Zero2Adam):
         super().step()
 
 
+_STASH_ASIDE: list = []
+
+
+class _StashedAside(sharding._Zero2Adam):
+    """Every full gradient kept in a module-level list until step(): the object alone looks like ZeRO-2."""
+
+    def _reduce_scatter(self, p) -> None:
+        _STASH_ASIDE.append(p.grad)
+        super()._reduce_scatter(p)
+
+    def step(self) -> None:
+        _STASH_ASIDE.clear()
+        super().step()
+
+
+class _HookOrder(sharding._Zero2Adam):
+    """Shards paired with parameters by the order the hooks fire in (the k-th fired taken for the k-th parameter from
+    the end): right when params come in a chain's model order, wrong in any other order."""
+
+    def _reduce_scatter(self, p) -> None:
+        super()._reduce_scatter(p)
+        self.fired = getattr(self, "fired", [])
+        self.fired.append(self.grads.pop(self.index[id(p)]))
+
+    def step(self) -> None:
+        self.grads = {len(self.params) - 1 - k: shard for k, shard in enumerate(self.fired)}
+        self.fired = []
+        super().step()
+
+
 _KEPT_ASIDE: dict = {}
 
 
@@ -82,6 +112,7 @@ class _StateKeptAside(sharding._Zero2Adam):
 def test_zero_case_counts_parameters_and_rejects_bad_settings():
     assert ZeroCase(sizes=(12, 20, 4)).parameters == 344 == sum(p.numel() for p in parallel.sized_mlp((12, 20, 4)).parameters())
     assert ZeroCase(sizes=(2, 1)).parameters == 3
+    assert "shuffled (seed 4)" in ZeroCase(shuffle=4).label()
     with pytest.raises(TypeError, match="sizes"):
         ZeroCase(sizes=[3, 4])
     with pytest.raises(ValueError, match="rows"):
@@ -143,11 +174,19 @@ def test_the_grader_passes_the_model_answer_even_when_it_is_off_limits(world_siz
 @pytest.mark.parametrize("optimizer, message", [
     (_Summing, "parameters equal"), (_Kept, "still set after backward"), (_Stashed, "peak gradient bytes"),
     (_AllReduce, "collectives during backward"), (_InStep, "collectives during backward"),
-    (_StateKeptAside, "keeps alive between steps, anywhere")])
+    (_StateKeptAside, "keeps alive between steps, anywhere"), (_StashedAside, "still alive when it returns"),
+    (_HookOrder, "pair each shard with its own parameter")])
 def test_the_grader_names_what_is_wrong(optimizer, message):
-    cases = [ZeroCase(sizes=(16, 33, 9), seed=5, steps=3, lr=3e-2, eps=1e-2)]
+    cases = [ZeroCase(sizes=(16, 33, 9), seed=5, steps=3, lr=3e-2, eps=1e-2, shuffle=1)]
     with pytest.raises(CheckFailed, match=message):
         parallel.zero_check(optimizer, cases, shown=0)
+
+
+def test_pairing_by_hook_order_passes_a_chain_in_model_order_only():
+    # the reason the graded cases shuffle: in model order the hook order of a chain of layers happens to fit
+    parallel.zero_check(_HookOrder, [ZeroCase(sizes=(16, 33, 9), seed=5, steps=3, lr=3e-2, eps=1e-2)], shown=0)
+    parallel.zero_check(sharding._Zero2Adam, [ZeroCase(sizes=(16, 33, 9), seed=5, steps=3, lr=3e-2, eps=1e-2,
+                                                       shuffle=1)], shown=0)
 
 
 def test_a_failing_rank_is_a_failed_check():
@@ -192,7 +231,7 @@ def test_an_unwritten_class_raises_not_implemented_error_in_the_notebook():
         parallel.run_zero2(_Unwritten)
 
 
-def _blocks_only(model, mesh):
+def _blocks_only(model, mesh, cap_bytes):
     """The typical FSDP2 mistake: every block sharded, the root left alone."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -202,8 +241,8 @@ def _blocks_only(model, mesh):
     return model
 
 
-def _float32(model, mesh):
-    """The right wrap policy without a mixed-precision policy."""
+def _float32(model, mesh, cap_bytes):
+    """Every block resharded, then the root, without a mixed-precision policy."""
     from torch.distributed.fsdp import fully_shard
 
     for block in model.blocks:
@@ -212,26 +251,70 @@ def _float32(model, mesh):
     return model
 
 
-def test_block_net_is_seeded_with_blocks_and_a_root_of_its_own():
+def _plan(*choices):
+    """A shard function that applies a fixed plan (one of fsdp.CHOICES per block), in bfloat16."""
+
+    def shard(model, mesh, cap_bytes):
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for block, choice in zip(model.blocks, choices):
+            if choice != "root":
+                fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=choice == "reshard")
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        return model
+
+    return shard
+
+
+def test_block_net_is_seeded_with_blocks_of_their_own_sizes_and_a_root():
     first, second = parallel.block_net(parallel.FsdpCase(seed=3)), parallel.block_net(parallel.FsdpCase(seed=3))
     assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters()))
-    assert len(first.blocks) == 2 and first(torch.ones(5, 6)).shape == (5, 3)
-    with pytest.raises(ValueError, match="blocks"):
-        parallel.FsdpCase(blocks=0)
+    assert len(first.blocks) == 4 and first(torch.ones(5, 6)).shape == (5, 3)
+    assert [block.fc1.out_features for block in first.blocks] == [16, 64, 8, 32]
+    with pytest.raises(ValueError, match="hidden"):
+        parallel.FsdpCase(hidden=())
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_the_fsdp_grader_passes_the_model_answer_even_when_it_is_off_limits(world_size):
-    cases = [parallel.FsdpCase(), parallel.FsdpCase(d_in=5, width=7, d_out=2, blocks=3, seed=4, rows=3, steps=2)]
+def test_the_schedule_model_matches_the_bytes_fsdp_holds_gathered():
+    """_plan_peak and _plan_calls against FSDP2 itself, odd widths (padding) on 3 ranks: the measured peak of gathered
+    bytes and the all-gathers of a step, for plans with every kind of choice in every position."""
+    import itertools
+
+    case = parallel.FsdpCase(d_in=5, width=7, d_out=3, hidden=(10, 40, 5), steps=1)
+    plans = list(itertools.product(fsdp.CHOICES, repeat=3))[::3]  # 9 of the 27, every choice in every position
+    measured = parallel.launch(fsdp.plan_worker, 3, (case, plans), timeout_s=120)
+    root, blocks, _ = fsdp._model_counts(parallel.block_net(case), 3)
+    modelled = [(fsdp._plan_peak(root, blocks, plan), fsdp._plan_calls(plan)) for plan in plans]
+    assert all(rank == modelled for rank in measured), (plans, modelled, measured)
+
+
+@pytest.mark.parametrize("world_size, case", [
+    (2, parallel.FsdpCase(d_in=6, width=12, d_out=12, hidden=(24, 96, 12, 48), cap=17_000)),
+    (3, parallel.FsdpCase(d_in=4, width=12, d_out=12, hidden=(24, 84, 36), cap=12_000))])
+def test_the_fsdp_grader_passes_the_model_answer_even_when_it_is_off_limits(world_size, case):
+    cases = [case]
     with off_limits("gpucourse.parallel.fsdp_shard", exercise="a test", namespace={}):
         parallel.fsdp_check(fsdp._fsdp_shard, cases, shown=0, world_size=world_size)
 
 
-@pytest.mark.parametrize("shard_fn, message", [(_blocks_only, "the root and every block only"),
-                                               (_float32, "output dtype")])
+@pytest.mark.parametrize("shard_fn, message", [
+    (_blocks_only, "the root is sharded"), (_float32, "output dtype"),
+    (_plan("reshard", "reshard", "reshard", "reshard"), "the fewest that fit the cap: 5"),
+    (_plan("keep", "keep", "keep", "keep"), "within the cap"), (_plan("root", "root", "root", "root"), "within the cap")])
 def test_the_fsdp_grader_names_what_is_wrong(shard_fn, message):
+    case = parallel.FsdpCase(d_in=6, width=12, d_out=12, hidden=(24, 96, 12, 48), cap=17_000)
     with pytest.raises(CheckFailed, match=message):
-        parallel.fsdp_check(shard_fn, [parallel.FsdpCase()], shown=0)
+        parallel.fsdp_check(shard_fn, [case], shown=0)
+
+
+def test_the_best_plan_is_the_fewest_all_gathers_that_fit():
+    case = parallel.FsdpCase(d_in=6, width=12, d_out=12, hidden=(24, 96, 12, 48), cap=17_000)
+    assert fsdp._best_plan(case, 2) == (("root", "reshard", "keep", "keep"), 5, 16_728)
+    assert fsdp._best_plan(parallel.FsdpCase(cap=10), 2) is None
+    assert fsdp._plan_calls(("root", "keep", "reshard")) == 4
+    with pytest.raises(ValueError, match="plan"):
+        fsdp._plan_peak(10, [5, 5], ("root",))
 
 
 def test_the_fsdp_grader_rejects_bad_input():

@@ -220,6 +220,42 @@ def test_a_cause_can_clear_show_no_fall_and_checkpoints_wait_one_interval():
     assert max(saved.data_wait[k * 12 + 1] for k in range(10)) < 0.1
 
 
+def test_a_card_hot_from_the_start_or_a_flickering_reason_slows_nothing_and_is_no_cause():
+    """hot: the reason thermal in every interval, the temperature at the slowdown point, from the first interval on;
+    flicker: a reason in its share of each epoch's intervals from its onset on, spread evenly; neither slows the run."""
+    per = 12
+    for seed in range(6):
+        hot = throttle.make_run([], device=("T4", "L4", "A100")[seed % 3], seed=seed, hot=True, outliers=False)
+        assert all("thermal" in words for words in hot.reasons())
+        assert min(hot.series("gpu_temp")) >= hot.slowdown_c - 1
+        assert max(hot.series("gpu_sm_clock")) < 0.9 * hot.samples[0].value("gpu_sm_clock_max")
+        first = statistics.median(hot.throughput[:per])
+        assert all(statistics.median(hot.throughput[k * per:(k + 1) * per]) > 0.95 * first for k in range(10))
+        assert epoch_reading(hot) == []
+        for reason, word in (("thermal", "thermal"), ("power_cap", "power cap")):
+            share = (0.1, 0.14, 0.18, 0.22, 0.26, 0.3)[seed]
+            flickering = throttle.make_run([], device="L4", seed=seed, flicker=(reason, 130, share), outliers=False)
+            shares = [monitor.reason_shares(flickering.samples[k * per:(k + 1) * per]).get(word, 0) for k in range(10)]
+            assert shares[:2] == [0, 0] and shares[2] > 0, shares  # from 130 s on: part of epoch 2
+            assert all(abs(got - share) <= 1 / per + 1e-9 for got in shares[3:]), (shares, share)
+            assert epoch_reading(flickering) == []
+    later = throttle.make_run([("page_cache", 250)], device="T4", seed=40, hot=True)
+    assert epoch_reading(later) == ["page_cache"]
+    assert statistics.median(later.series("gpu_temp")[-per:]) >= later.slowdown_c - 1  # the heat reading misleads
+    capped = throttle.make_run([("power_cap", 200)], device="A100", seed=41, hot=True)
+    assert epoch_reading(capped) == ["power_cap"]
+    assert statistics.median(capped.series("gpu_power")[-per:]) >= 0.98 * 400  # at the cap, though hot
+    for plan, flicker in (([("page_cache", 200)], ("power_cap", 130, 0.2)),
+                          ([("memory_thrash", 250)], ("thermal", 120, 0.25))):
+        assert epoch_reading(throttle.make_run(plan, device="L4", seed=42, flicker=flicker)) == [plan[0][0]]
+
+
+def test_other_runs_draw_as_before_hot_and_flicker_draw_only_for_themselves():
+    plain = throttle.make_run([("page_cache", 200)], device="L4", seed=3)
+    assert plain == throttle.make_run([("page_cache", 200)], device="L4", seed=3, hot=False, flicker=None)
+    assert plain.throughput[:3] == (3174.2, 3128.7, 3025.7)  # the draws of this seed before hot and flicker existed
+
+
 def test_a_run_plots_its_memory_and_page_cache_too():
     import matplotlib
 
@@ -245,6 +281,15 @@ def test_a_run_plots_its_memory_and_page_cache_too():
     (lambda: throttle.make_run(epoch_s=20), r"^epoch_s must be a whole number of at least 8 intervals"),
     (lambda: throttle.make_run(seconds=200), r"^seconds must cover at least 4 epochs"),
     (lambda: throttle.make_run(device="H100"), r"^device must be one of"),
+    (lambda: throttle.make_run(hot=1), r"^hot must be True or False"),
+    (lambda: throttle.make_run([("thermal", 100)], hot=True), r"^hot=True plays a card at its slowdown point"),
+    (lambda: throttle.make_run(flicker=("thermal", 100)), r"^flicker must be a \(reason, onset_s, share\) triple"),
+    (lambda: throttle.make_run(flicker=("memory", 100, 0.2)), r"^flicker reason must be one of"),
+    (lambda: throttle.make_run([("power_cap", 100)], flicker=("power_cap", 100, 0.2)), r"^a flicker of 'power_cap'"),
+    (lambda: throttle.make_run(capped=True, flicker=("power_cap", 100, 0.2)), r"^a flicker of 'power_cap'"),
+    (lambda: throttle.make_run(hot=True, flicker=("thermal", 100, 0.2)), r"^a flicker of 'thermal'"),
+    (lambda: throttle.make_run(flicker=("thermal", 30, 0.2)), r"^flicker onset must lie between one epoch"),
+    (lambda: throttle.make_run(flicker=("thermal", 100, 0.5)), r"^flicker share must lie between 0.05 and 0.3"),
 ])
 def test_bad_runs_are_refused_naming_the_argument(call, message):
     with pytest.raises(ValueError, match=message):

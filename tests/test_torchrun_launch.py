@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from gpucourse import parallel
+from gpucourse.parallel import fake_cuda
 from gpucourse.parallel.torchrun_launch import node_gpus, sampler_shards, script_reference
 
 
@@ -101,3 +108,134 @@ def test_simulated_nodes_never_share_a_gpu():
     assert node_gpus(0, 1, 2, 1) is None                              # one node: as the machine is
     assert [node_gpus(n, 2, 2, 4) for n in range(2)] == ["0,1", "2,3"]  # enough GPUs: one set per node
     assert [node_gpus(n, 2, 2, 2) for n in range(2)] == ["", ""]        # Kaggle's pair, 2 x 2 ranks: gloo on the CPU
+
+
+_GPU_SCRIPT = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+local_rank = int(os.environ["LOCAL_RANK"])
+assert torch.cuda.is_available() and torch.cuda.device_count() == int(os.environ["LOCAL_WORLD_SIZE"])
+torch.cuda.set_device(local_rank + int(os.environ.get("SHIFT", "0")))
+dist.init_process_group("nccl")
+device = torch.device("cuda", local_rank)
+model = DistributedDataParallel(torch.nn.Linear(3, 1).to(device), device_ids=[local_rank])
+model(torch.ones(2, 3).to(device)).sum().backward()
+torch.ones(1).cuda()
+assert torch.cuda.current_device() == local_rank and dist.get_backend() == "gloo"
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_simulated_gpus_record_each_ranks_device_and_backend_and_train_on_the_cpu(tmp_path):
+    script = tmp_path / "gpu.py"
+    script.write_text(_GPU_SCRIPT)
+    job = parallel.run_script(script, parallel.ScriptCase(), nodes=2, procs_per_node=1, timeout_s=120,
+                              simulate_gpus=True)
+    assert job.failure() == "", job.failure()
+    assert job.gpu_use() == {rank: {"local_rank": 0, "devices": [0], "backend": "nccl"} for rank in range(2)}
+    plain = parallel.run_script(script, parallel.ScriptCase(), procs_per_node=1, timeout_s=60)
+    assert plain.gpu_records is None and "AssertionError" in plain.failure()  # without the shim: no GPU here
+    with pytest.raises(ValueError, match="simulate_gpus"):
+        plain.gpu_use()
+
+
+def test_a_gpu_the_node_lacks_is_refused_as_cuda_would_and_recorded(tmp_path, monkeypatch):
+    script = tmp_path / "gpu.py"
+    script.write_text(_GPU_SCRIPT)
+    monkeypatch.setenv("SHIFT", "1")  # rank 1 of a 1 x 2 node asks for cuda:2
+    job = parallel.run_script(script, parallel.ScriptCase(), procs_per_node=2, timeout_s=120, simulate_gpus=True)
+    assert "invalid device ordinal (cuda:2; this node has 2 GPUs" in job.failure(), job.failure()
+    assert job.gpu_use()[1]["devices"] == [2]
+
+
+_PROBE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+assert torch.cuda.is_available() and torch.cuda.device_count() == 2 and torch.accelerator.device_count() == 2
+torch.cuda.set_device(1)
+device = torch.device("cuda", 1)
+path = "probe.pt"
+torch.save({"x": torch.ones(3)}, path)
+made = [torch.as_tensor([1.0, 2.0], device=device), torch.zeros(2, device="cuda"), torch.ones(2).new_ones(2, device=1),
+        torch.load(path, map_location=device)["x"], torch.load(path, map_location={"cuda:0": "cuda:1"})["x"],
+        torch.load(path, "cuda:1")["x"], torch.ones(2).to(device), torch.ones(2).cuda()]
+assert all(t.device.type == "cpu" for t in made), [t.device for t in made]
+assert torch.cuda.current_device() == 1 and "simulated" in torch.cuda.get_device_name(device)
+assert torch.cuda.get_device_properties(1).total_memory == torch.cuda.mem_get_info()[1] > 0
+assert torch.cuda.memory_allocated(device) == torch.cuda.max_memory_reserved() == 0
+torch.cuda.synchronize(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats(1)
+with torch.cuda.device(0):
+    assert torch.cuda.current_device() == 0
+assert torch.cuda.current_device() == 1
+torch.set_default_device("cuda")
+assert torch.ones(1).device.type == "cpu"
+torch.set_default_device(None)
+assert [x.device.type for x, in DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2, pin_memory=True)] == ["cpu"] * 2
+torch.cuda.get_device_name(0)  # a query: no device used
+try:
+    torch.zeros(1, device="cuda:2")
+except RuntimeError as error:
+    assert "invalid device ordinal" in str(error)
+else:
+    raise AssertionError("cuda:2 on a node of 2 GPUs was accepted")
+print("probe done")
+"""
+
+
+def _probe(tmp_path, script: str, gpus: str = "") -> tuple[subprocess.CompletedProcess, dict[int, list[dict]]]:
+    """Run ``script`` as rank 3 (LOCAL_RANK 1 of 2) with the simulated GPUs installed; its output and records."""
+    shim, records = tmp_path / "shim", tmp_path / "records"
+    shim.mkdir()
+    records.mkdir()
+    shutil.copyfile(Path(fake_cuda.__file__), shim / "sitecustomize.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]),
+           "CUDA_VISIBLE_DEVICES": "", "RANK": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+           fake_cuda.RECORD_ENV: str(records), fake_cuda.COUNT_ENV: gpus}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    return done, fake_cuda.read_records(records)
+
+
+def test_simulated_gpus_answer_like_a_real_nodes_and_put_every_cuda_device_on_the_cpu(tmp_path):
+    done, records = _probe(tmp_path, _PROBE)
+    assert done.returncode == 0 and "probe done" in done.stdout, done.stderr[-3000:]
+    used = {(event["event"], event["index"]) for event in records[3] if "index" in event}
+    assert used == {("set_device", 1), ("created", 1), ("load", 1), ("tensor_to", 1),  # bare "cuda": the current GPU
+                    ("default_device", 1), ("invalid_device", 2)}, used
+
+
+def test_a_node_with_fewer_simulated_gpus_than_processes_refuses_local_rank_1(tmp_path):
+    done, records = _probe(tmp_path, "import torch\nassert torch.cuda.device_count() == 1\n"
+                                     "torch.cuda.set_device(1)\n", gpus="1")
+    assert "invalid device ordinal (cuda:1; this node has 1 GPUs" in done.stderr, done.stderr[-3000:]
+    assert records[3][-1] == {"event": "invalid_device", "index": 1}
+    with pytest.raises(ValueError, match="simulate_gpus"):
+        parallel.run_script(tmp_path / "x.py", parallel.ScriptCase(), simulate_gpus=0)
+
+
+def test_the_model_script_with_map_location_as_tensor_and_a_device_name_log_passes_on_simulated_gpus(tmp_path):
+    # Review v3r2 major 1: three one-line variants of lesson 14's model answer, right on a real GPU node
+    from notebook_utils import cell_by_grade_id, load, solution_path, source
+
+    script = source(cell_by_grade_id(load(solution_path("14_data_parallelism")), "ex3-solution"))
+    for old, new in [("    data = torch.load(args.data)",
+                      "    if nccl:\n        print(torch.cuda.get_device_name(local_rank), flush=True)\n"
+                      "    data = torch.load(args.data, map_location=device)"),
+                     ("model(x.to(device)), y.to(device))",
+                      "model(torch.as_tensor(x, device=device)), torch.as_tensor(y, device=device))")]:
+        assert old in script, old
+        script = script.replace(old, new, 1)
+    path = tmp_path / "ddp_train.py"
+    path.write_text(script.split("\n", 1)[1])  # without %%writefile
+    case = parallel.ScriptCase(samples=24, batch_per_rank=3, seed=2)
+    job = parallel.run_script(path, case, procs_per_node=2, timeout_s=240, simulate_gpus=True)
+    assert job.failure() == "", job.failure()
+    assert job.gpus_per_node == 2 and "simulated GPU" in job.outputs[0]
+    assert job.gpu_use() == {rank: {"local_rank": rank, "devices": [rank], "backend": "nccl"} for rank in range(2)}
+    expected = script_reference(case, 2)
+    assert all(abs(job.weights[name] - expected[name]).max() < 1e-5 for name in expected)

@@ -140,6 +140,15 @@ def test_course_kernels_match_torch():
     assert torch.allclose(triton_kernels.matmul(a, b, 16, 16, 16), a @ b, atol=1e-4)
 
 
+def test_course_softmax_on_a_wide_float16_row():
+    """Review v3r4 m3 and M1: softmax_kernel computes in float32 (tl.exp refuses float16), so a vocabulary-wide
+    float16 row of near-equal values, whose float16 sum would pass 65,504, comes out right, in float16."""
+    x = (torch.randn(1, 70000, generator=torch.Generator().manual_seed(0)) * 0.01).half()
+    out = triton_kernels.softmax(x)
+    assert out.dtype == torch.float16
+    assert torch.allclose(out.double(), torch.softmax(x.double(), dim=1), rtol=2e-3, atol=1e-6)
+
+
 def test_callable_grid_gets_the_arguments():
     x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
     tb.launch(add_kernel, lambda meta: (triton.cdiv(meta["n_elements"], meta["BLOCK"]),), x, y, out, 300, BLOCK=64)
@@ -189,6 +198,25 @@ def test_per_program_counts_and_grid():
     assert launch.programs[(7, 0, 0)] == [2 * 104, 104]  # 1000 - 7 * 128 lanes are live in the last program
     header, rows = traffic.rows()
     assert len(header) == len(rows[0]) and [row[3] for row in rows] == ["x_ptr", "y_ptr", "out_ptr"]
+
+
+@triton.jit
+def scaled_copy_kernel(x_ptr, out_ptr, n_elements, SCALE: tl.constexpr, BLOCK: tl.constexpr = 64):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * SCALE, mask=mask)
+
+
+def test_a_launch_records_its_constexprs_passed_by_position_keyword_or_default():
+    x = torch.randn(100)
+    with tb.count_traffic() as traffic:
+        tb.launch(add_kernel, (1,), x, x, torch.empty(100), 100, 128)                 # BLOCK by position
+        tb.launch(add_kernel, (1,), x, x, torch.empty(100), 100, BLOCK=128, num_warps=2)   # by keyword
+        out = torch.empty(100)
+        tb.launch(scaled_copy_kernel, (2,), x, out, 100, SCALE=2.0)                  # BLOCK by its default
+    assert [launch.constexprs for launch in traffic.launches] == [{"BLOCK": 128}, {"BLOCK": 128},
+                                                                  {"SCALE": 2.0, "BLOCK": 64}]
+    assert torch.equal(out, 2 * x)
 
 
 def test_counting_blocks_nest_and_launches_outside_are_not_counted():

@@ -41,9 +41,9 @@ SUSTAINED_S = 30.0
 JUPYTER_STACK = ("nbclient", "nbformat", "ipykernel")
 """What the notebook runner needs on top of the GPU machine's image."""
 
-CARRIED = (*JUPYTER_STACK, "nbval")
-"""What `wheels` fetches, with its dependencies: the notebook runner's stack, and nbval, which the tests' conftest
-loads (tests/lesson_notebooks.py) before `pytest -m gpu` can collect anything."""
+CARRIED = (*JUPYTER_STACK, "nbval", "greenlet")
+"""What `wheels` fetches, with its dependencies: the notebook runner's stack, nbval, which the tests' conftest
+loads (tests/lesson_notebooks.py) before `pytest -m gpu` can collect anything, and greenlet (the kernel tracer)."""
 
 ON_THE_GPU_IMAGE = {
     "attrs", "certifi", "charset-normalizer", "idna", "jinja2", "markupsafe", "packaging", "pip",

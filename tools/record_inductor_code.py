@@ -194,6 +194,45 @@ def scale_and_sine(x, y):
     return x * 2, torch.sin(y)
 
 
+def sort_then_scale_reuse(x):
+    return torch.sort(x)[0] * 2 + x
+
+
+def columns_normalised(x):
+    return x / x.norm(dim=0, keepdim=True)
+
+
+def columns_normalised_by_rows(x):
+    return (x.t() / x.t().norm(dim=-1, keepdim=True)).t()
+
+
+def mm_gelu_by_hand(x, w):
+    h = x @ w
+    return 0.5 * h * (1.0 + torch.tanh((h + 0.044715 * h * h * h) * 0.7978845608028654))
+
+
+def mm_gelu_library(x, w):
+    return torch.nn.functional.gelu(x @ w, approximate="tanh")
+
+
+def sort_logged_then_scale(x):
+    a = torch.sort(x)[0]
+    print("sorted")
+    return a * 2
+
+
+def sort_then_scale(x):
+    return torch.sort(x)[0] * 2
+
+
+def sine_around_two_mm(x, w):      # one generated kernel, launched twice (inductor reuses identical code)
+    return torch.mm(torch.mm(x.sin(), w).sin(), w).sin()
+
+
+def sine_after_two_mm(x, w):
+    return torch.mm(torch.mm(x, w), w).sin()
+
+
 CHAINS = {  # name -> (function, inputs)
     "tanh_chain": (tanh_chain, [((1000,), torch.float16)]),
     "gated": (gated, [((37, 53), torch.float32), ((53,), torch.float32)]),
@@ -233,6 +272,15 @@ CHAINS = {  # name -> (function, inputs)
     "scale_plain": (scale_plain, [((300, 70), torch.bfloat16)]),
     "scale_and_sine_logged": (scale_and_sine_logged, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
     "scale_and_sine": (scale_and_sine, [((37, 53), torch.float32), ((11, 53), torch.float32)]),
+    "sort_then_scale_reuse": (sort_then_scale_reuse, [((333,), torch.float32)]),
+    "columns_normalised": (columns_normalised, [((300, 70), torch.float32)]),
+    "columns_normalised_by_rows": (columns_normalised_by_rows, [((300, 70), torch.float32)]),
+    "mm_gelu_by_hand": (mm_gelu_by_hand, [((64, 48), torch.float32), ((48, 40), torch.float32)]),
+    "mm_gelu_library": (mm_gelu_library, [((64, 48), torch.float32), ((48, 40), torch.float32)]),
+    "sort_logged_then_scale": (sort_logged_then_scale, [((333,), torch.float32)]),
+    "sort_then_scale": (sort_then_scale, [((333,), torch.float32)]),
+    "sine_around_two_mm": (sine_around_two_mm, [((64, 64), torch.float32), ((64, 64), torch.float32)]),
+    "sine_after_two_mm": (sine_after_two_mm, [((64, 64), torch.float32), ((64, 64), torch.float32)]),
 }
 
 

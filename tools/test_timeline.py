@@ -33,6 +33,13 @@ def report(logs: dict[str, list[dict]], top: int) -> str:
     begin = min(t["start"] for tests in logs.values() for t in tests)
     end = max(t["start"] + t["wall"] for tests in logs.values() for t in tests)
     lines = [f"run: {end - begin:,.0f} s from the first test to the last"]
+    every = [t for tests in logs.values() for t in tests if "busy_at_start" in t]
+    if every:  # logs written since the machine's busy time was recorded
+        first = min(every, key=lambda t: t["start"])
+        last = max(every, key=lambda t: t["start"] + t["wall"])
+        share = (last["busy_at_end"] - first["busy_at_start"]) / ((end - begin) * first["cores"])
+        lines.append(f"machine: its {first['cores']} cores {share:.0%} busy over the run (every process, "
+                     "the tests' kernels and subprocesses included)")
     scopes: dict[str, dict] = defaultdict(lambda: {"wall": 0.0, "cpu": 0.0, "end": 0.0, "worker": ""})
     for worker, tests in logs.items():
         wall = sum(t["wall"] for t in tests)

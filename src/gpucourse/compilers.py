@@ -8,8 +8,8 @@
 - :func:`break_report` reads ``torch._dynamo.explain``: graphs, graph breaks and their reasons, operations per graph.
 - :class:`TinyBlock` (a transformer block) and :class:`NoisyMLP` (a model with graph breaks and a recompile) are the
   lesson's models. :func:`steady_forward` and :func:`run_steady` are the instructor's answer to its exercise 2, and
-  :func:`compare_writings` to its exercise 3 (off-limits while those are graded). :func:`kernel_traffic` reads the
-  bytes each kernel of inductor's generated code moves (:func:`recorded_code`); exercise 3 uses it.
+  :func:`compare_writings` with :func:`kernel_traffic` (the bytes each launch in inductor's generated code names) to
+  its exercise 3: off-limits while those are graded. :func:`recorded_code` holds the code exercise 3 reads.
 
 Graph breaks and recompiles are observed with the ``eager`` backend or a :class:`GraphRecorder`: fast, no compiler.
 """
@@ -343,7 +343,9 @@ def _elements(sizes: str) -> int:
 
 def kernel_traffic(code: str) -> list[dict]:
     """Each launch of a generated kernel in inductor's C++ output ``code``, in order: its name and the bytes of the
-    buffers it reads (``in_ptr``, ``in_out_ptr``) and writes (``out_ptr``, ``in_out_ptr``). Exercise 3's answer."""
+    buffers it reads (``in_ptr``, ``in_out_ptr``) and writes (``out_ptr``, ``in_out_ptr``). An ``in_out_ptr`` buffer
+    that is still *fresh* (allocated by ``empty_strided_cpu``, or a reuse of such a buffer, and named by no line of
+    ``call`` since) holds nothing to read: it counts as written only."""
     kernels = {}   # name -> [(kind of parameter or None, bytes per element)] in the order of its parameters
     for name, source in re.findall(r"^(\w+) = async_compile\.cpp_pybinding\(.*?r\'\'\'(.*?)\'\'\'", code, re.M | re.S):
         params = re.search(r'extern "C"\s+void\s+kernel\((.*?)\)', source, re.S).group(1)
@@ -352,6 +354,7 @@ def kernel_traffic(code: str) -> list[dict]:
             pointer = re.fullmatch(r"\s*(?:const\s+)?([\w:]+)\s*\*\s*(in_out_ptr|in_ptr|out_ptr)\d+\s*", param)
             kernels[name].append((pointer.group(2), ITEMSIZE[pointer.group(1)]) if pointer else (None, 0))
     elements: dict[str, int] = {}
+    fresh: set[str] = set()   # buffers allocated and not yet named by a launch or a library call
     launches = []
     for line in code[code.index("def call("):].splitlines():
         line = line.strip()
@@ -359,10 +362,13 @@ def kernel_traffic(code: str) -> list[dict]:
             elements[match.group(1)] = _elements(match.group(2))
         elif match := re.match(r"(\w+) = empty_strided\w*\(\(([^)]*)\)", line):
             elements[match.group(1)] = _elements(match.group(2))
+            fresh.add(match.group(1))
         elif match := re.match(r"(\w+) = reinterpret_tensor\((\w+), \(([^)]*)\)", line):
             elements[match.group(1)] = _elements(match.group(3))
         elif match := re.match(r"(\w+) = (\w+); del \2", line):
             elements[match.group(1)] = elements[match.group(2)]
+            if match.group(2) in fresh:
+                fresh.add(match.group(1))
         elif (match := re.match(r"(\w+)\((.*)\)$", line)) and match.group(1) in kernels:
             read = written = 0
             for (kind, itemsize), argument in zip(kernels[match.group(1)], _split_arguments(match.group(2))):
@@ -370,10 +376,18 @@ def kernel_traffic(code: str) -> list[dict]:
                     continue
                 view = re.match(r"reinterpret_tensor\((\w+), \(([^)]*)\)", argument)
                 size = (_elements(view.group(2)) if view else elements[argument]) * itemsize
-                read += size if kind in ("in_ptr", "in_out_ptr") else 0
+                read += size if kind == "in_ptr" or (kind == "in_out_ptr" and argument not in fresh) else 0
                 written += size if kind in ("out_ptr", "in_out_ptr") else 0
             launches.append({"kernel": match.group(1), "read": read, "written": written})
+            fresh -= set(re.findall(r"\w+", match.group(2)))
+        else:
+            fresh -= set(re.findall(r"\w+", line))   # a library call (out=buf0) fills the buffers it names
     return launches
+
+
+LIBRARY_CALL = re.compile(r"\b(?:extern_kernels|torch\.ops\.aten|aten)\.[\w.]+\(")
+"""A call in ``call`` of code inductor did not generate: a library kernel (``extern_kernels.mm``) or an ATen fallback
+(``torch.ops.aten.sort.stable``)."""
 
 
 def compare_writings(a: dict, b: dict) -> dict:
@@ -382,21 +396,25 @@ def compare_writings(a: dict, b: dict) -> dict:
     (:func:`recorded_code`). Exercise 3's answer.
 
     ``why``: "graph break" when the two compiled to different numbers of graphs; otherwise "fused" when they launch as
-    many kernels moving as many bytes, else "extern call" (the elementwise work sits differently around a library call
-    or a fallback). ``fewer_bytes`` is "same" on equal bytes, whatever the kernel counts."""
+    many kernels moving as many bytes; otherwise "extern call" when either calls a library kernel or an ATen fallback
+    in ``call`` (the elementwise work sits differently around it), else "kernels differ" (inductor generated other
+    kernels). ``fewer_bytes`` is "same" on equal bytes, whatever the kernel counts."""
     traffic = {}
     for side, writing in (("a", a), ("b", b)):
         launches = [launch for code in writing["codes"] for launch in kernel_traffic(code)]
+        library = any(LIBRARY_CALL.search(code[code.index("def call("):]) for code in writing["codes"])
         traffic[side] = (len(writing["codes"]), len(launches), sum(launch["read"] + launch["written"]
-                                                                     for launch in launches))
-    (graphs_a, kernels_a, bytes_a), (graphs_b, kernels_b, bytes_b) = traffic["a"], traffic["b"]
+                                                                     for launch in launches), library)
+    (graphs_a, kernels_a, bytes_a, library_a), (graphs_b, kernels_b, bytes_b, library_b) = traffic["a"], traffic["b"]
     fewer = "same" if bytes_a == bytes_b else "a" if bytes_a < bytes_b else "b"
     if graphs_a != graphs_b:
         why = "graph break"
     elif (kernels_a, bytes_a) == (kernels_b, bytes_b):
         why = "fused"
-    else:
+    elif library_a or library_b:
         why = "extern call"
+    else:
+        why = "kernels differ"
     return {"bytes": [bytes_a, bytes_b], "kernels": [kernels_a, kernels_b], "fewer_bytes": fewer, "why": why}
 
 

@@ -310,7 +310,8 @@ def _run_metrics(device: FakeDevice, util: float, clock: float, graphics: float,
 
 def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_s: float = 5.0,
              epoch_s: float = 60.0, drop: float = 0.3, capped: bool = False, reserved: bool = False,
-             outliers: bool = True, checkpoint_every: int | None = None, seed: int = 0) -> TrainingTrace:
+             hot: bool = False, flicker: tuple | None = None, outliers: bool = True,
+             checkpoint_every: int | None = None, seed: int = 0) -> TrainingTrace:
     """A made-up long training run on which each of ``causes`` starts at its own time and shows only over time.
 
     ``causes``: ``(cause, onset_s)`` pairs (or ``(cause, onset_s, drop)``, or ``(cause, onset_s, drop, end_s)``),
@@ -318,10 +319,15 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
     precursor may show (the temperature or the GPU memory rising, the page cache filling). A cause's own ``drop`` may
     be as small as 0.02: below 0.1 its signature shows (a reason set, memory full, data waits) but the run does not
     slow down by more than 10 %. ``end_s`` clears the cause from then on (a fan ramp ends a thermal excursion, the
-    page cache stops missing, the leak is freed): the run recovers. ``capped`` holds the card at its power limit from the first
-    interval, and ``reserved`` keeps the GPU memory nearly full from the start (TensorFlow reserves it): neither
-    slows the run down. ``outliers`` adds noise a single reading would be fooled by: a checkpoint save in the middle
-    of an epoch, a clock-event reason set for one interval, and a slow last interval (half of the seeds).
+    page cache stops missing, the leak is freed): the run recovers. ``capped`` holds the card at its power limit from
+    the first interval, ``reserved`` keeps the GPU memory nearly full from the start (TensorFlow reserves it), and
+    ``hot`` holds the card at its slowdown temperature from the first interval, its clock held down and the reason
+    thermal set in every interval (a crowded case, a warm host): none of them slows the run down. ``flicker``, a
+    ``(reason, onset_s, share)`` triple with reason 'thermal' or 'power_cap' and share 0.05 to 0.3, sets that
+    clock-event reason in that share of the intervals from ``onset_s`` on, spread evenly, without slowing the run: a
+    card that touches its power limit or its slowdown point now and then. ``outliers`` adds noise a single reading
+    would be fooled by: a checkpoint save in the middle of an epoch, a clock-event reason set for one interval, and a
+    slow last interval (half of the seeds).
     ``checkpoint_every`` saves a checkpoint at the start of every n-th epoch from the second on: its first interval
     is slow and waits, the next one does not (one waiting interval is not a worker restart).
     """
@@ -338,6 +344,8 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
         raise ValueError(f"drop must be a share between 0.15 and 0.6, got {drop!r}")
     if checkpoint_every is not None:
         checkpoint_every = positive_int("checkpoint_every", checkpoint_every)
+    if not isinstance(hot, bool):
+        raise ValueError(f"hot must be True or False, got {hot!r}")
     plan: dict[str, tuple[float, float, float]] = {}
     for entry in causes:
         if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3, 4):
@@ -356,15 +364,34 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
         if end != float("inf") and not onset + interval_s <= end <= seconds:
             raise ValueError(f"end_s of {name!r} must lie after its onset and within the run, got {end}")
         plan[name] = (onset, share, end)
+    if hot and "thermal" in plan:
+        raise ValueError("hot=True plays a card at its slowdown point from the start: give it without a 'thermal' "
+                         "cause")
+    if flicker is not None:
+        if not isinstance(flicker, (tuple, list)) or len(flicker) != 3:
+            raise ValueError(f"flicker must be a (reason, onset_s, share) triple, got {flicker!r}")
+        flicker_reason = one_of("flicker reason", flicker[0], ("thermal", "power_cap"))
+        flicker_onset, flicker_share = float(flicker[1]), flicker[2]
+        if flicker_reason in plan or (flicker_reason, True) in (("thermal", hot), ("power_cap", capped)):
+            raise ValueError(f"a flicker of {flicker_reason!r} needs a run without that cause and not held there "
+                             "from the start")
+        if not epoch_s <= flicker_onset <= seconds - 2 * epoch_s:
+            raise ValueError(f"flicker onset must lie between one epoch and two epochs before the end, got "
+                             f"{flicker_onset}")
+        if not (isinstance(flicker_share, (int, float)) and 0.05 <= flicker_share <= 0.3):
+            raise ValueError(f"flicker share must lie between 0.05 and 0.3, got {flicker_share!r}")
     rng = random.Random(seed)
     cache_max = rng.choice((12.0, 24.0, 48.0))
     memory_start = spec.memory_gib * (rng.uniform(0.96, 0.975) if reserved else rng.uniform(0.35, 0.6))
     checkpoint = rng.randrange(1, count // per_epoch - 1) * per_epoch + per_epoch // 2 if outliers else None
-    flicker = rng.randrange(count // 4, count - 2) if outliers else None
+    one_reason_at = rng.randrange(count // 4, count - 2) if outliers else None
     slow_end = outliers and rng.random() < 0.5
     base_power = rng.uniform(0.84, 0.9)
     plateau = spec.slowdown_c - rng.uniform(12, 18)  # where a well-cooled card settles
     temp, memory = rng.uniform(40, 48), memory_start
+    if hot:
+        temp = spec.slowdown_c + rng.uniform(0.0, 1.5)
+    phase = rng.random() if flicker is not None else 0.0
     throughput, waits, samples = [], [], []
 
     def share_after(cause: str, t: float, ramp_s: float) -> float:
@@ -403,9 +430,22 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
                 clock = min(clock, spec.max_sm_mhz * (1 - share * f) * rng.uniform(0.98, 1.02))
                 power = spec.power_limit_w * rng.uniform(0.985, 1.005)
                 mask |= _POWER_CAP if rng.random() < 0.95 else 0
+        if hot:  # at the slowdown point from the start: the clock held down, the reason set, no change over the run
+            target, mask = spec.slowdown_c + 1, mask | _SW_THERMAL
+            clock = min(clock, spec.max_sm_mhz * rng.uniform(0.85, 0.89))
+            power *= 1.0 if mask & _POWER_CAP else 0.93
         if capped:
             power, mask = spec.power_limit_w * rng.uniform(0.985, 1.005), mask | _POWER_CAP
             clock = min(clock, spec.max_sm_mhz * rng.uniform(0.78, 0.82))
+        if flicker is not None and flicker_onset - 2 * epoch_s <= t:
+            if flicker_reason == "thermal":  # close below the slowdown point, touching it now and then
+                target = max(target, spec.slowdown_c - 2)
+            j = (t - flicker_onset) / interval_s
+            if j >= 0 and int((j + 1) * flicker_share + phase) > int(j * flicker_share + phase):
+                if flicker_reason == "thermal":
+                    mask |= _SW_THERMAL
+                else:
+                    mask, power = mask | _POWER_CAP, spec.power_limit_w * rng.uniform(0.985, 1.005)
         if "memory_thrash" in plan:
             onset, share, end = plan["memory_thrash"]
             full = spec.memory_gib * rng.uniform(0.975, 0.995)
@@ -444,7 +484,7 @@ def make_run(causes=(), *, device: str = "T4", seconds: float = 600.0, interval_
         if i == checkpoint or saving:
             speed *= rng.uniform(0.3, 0.5)
             wait, util = max(wait, rng.uniform(0.5, 0.7)), util * 0.5
-        if i == flicker:
+        if i == one_reason_at:
             mask |= rng.choice((_SW_THERMAL, _POWER_CAP))
         if slow_end and i == count - 1:
             speed *= rng.uniform(0.3, 0.6)

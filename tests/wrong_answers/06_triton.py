@@ -56,40 +56,56 @@ _EX1_NUMERATOR_BODY = '''\
     tl.store(out_ptr + row * n_cols + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
 '''
 
-# --------------------------------------------------------------------------- Exercise 2: fused RMSNorm
+# --------------------------------------------------------------------------- Exercise 2: fused residual add + RMSNorm
 
-_EX2_KERNEL_HEAD = '''\
+_EX2_KERNEL_HEAD = """\
 @triton.jit
-def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
-    """RMSNorm of row tl.program_id(0): statistics in float32, y stored in y's dtype."""
-'''
-_EX2_LAUNCHER_HEAD = '''
+def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    \"\"\"h = x + residual and y = rmsnorm(h) * w for row tl.program_id(0): statistics in float32.\"\"\"
+"""
+_EX2_LAUNCHER_HEAD = """
 
-def rmsnorm(x, weight, eps=1e-6):
-    """Return x / sqrt(mean(x², per row) + eps) * weight in x's dtype: one Triton kernel."""
-'''
-_EX2_GOOD_LAUNCHER = _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty_like(x)
+def add_rmsnorm(x, residual, weight, eps=1e-6):
+    \"\"\"Return (y, h): h = x + residual, y = rmsnorm(h) * weight, in x's dtype: one Triton kernel.\"\"\"
+"""
+_EX2_GOOD_LAUNCHER = _EX2_LAUNCHER_HEAD + """\
+    y, h = torch.empty_like(x), torch.empty_like(x)
     n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    return y
-'''
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, y, h, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols))
+    return y, h
+"""
 
 
-def _ex2_kernel(other: str = ", other=0.0", load_x: str = "{load}.to(tl.float32)", divide: str = "n_cols",
-                normalise: str = "x * tl.rsqrt(mean_square + eps)") -> str:
-    """The model RMSNorm kernel with another fill for masked lanes, load of x, divisor of the mean or normalisation."""
-    load = f"tl.load(x_ptr + row * n_cols + cols, mask=mask{other})"
-    return _EX2_KERNEL_HEAD + f'''\
-    row = tl.program_id(0)
+def _ex2_launcher(y: str = "torch.empty_like(x)", h: str = "torch.empty_like(x)", eps: str = "eps",
+                  block: str = "triton.next_power_of_2(n_cols)", returned: str = "y, h") -> str:
+    """The model launcher with other outputs allocated, another eps or BLOCK passed, or another value returned."""
+    return _EX2_LAUNCHER_HEAD + f"""\
+    y, h = {y}, {h}
+    n_rows, n_cols = x.shape
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, y, h, n_cols, {eps}, BLOCK={block})
+    return {returned}
+"""
+
+
+def _ex2_kernel(other: str = ", other=0.0", stats: str = "h.to(tl.float32)", divide: str = "n_cols",
+                normalise: str = "hf * tl.rsqrt(mean_square + eps) * w", w: str = "{load}.to(tl.float32)") -> str:
+    """The model kernel with another fill for masked lanes, the statistics taken from another value (``hf``: what
+    they are computed from, given ``h``, the sum in x's dtype), another divisor of the mean, another normalisation
+    (of ``hf``, ``w``) or another weight load."""
+    weight = w.format(load=f"tl.load(w_ptr + cols, mask=mask{other})")
+    return _EX2_KERNEL_HEAD + f"""\
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = {load_x.format(load=load)}
-    w = tl.load(w_ptr + cols, mask=mask{other}).to(tl.float32)
-    mean_square = tl.sum(x * x, axis=0) / {divide}
-    y = {normalise} * w
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-'''
+    offsets = row * n_cols + cols
+    h = tl.load(x_ptr + offsets, mask=mask{other}) + tl.load(r_ptr + offsets, mask=mask{other})
+    tl.store(h_ptr + offsets, h, mask=mask)
+    hf = {stats}
+    w = {weight}
+    mean_square = tl.sum(hf * hf, axis=0) / {divide}
+    tl.store(y_ptr + offsets, {normalise}, mask=mask)
+"""
 
 
 _EX2_GOOD_KERNEL = _ex2_kernel()
@@ -216,6 +232,14 @@ WRONG = {
     tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=256)
     return out
 ''',
+        # Review v3r5 M1: a constant BLOCK as wide as Llama 3's 128,256-entry vocabulary: right on every narrower
+        # row, yet 131,072 registers' worth of lanes per program, and wrong past it (Qwen's 151,936, Gemma's 256,000).
+        "r5_block_const_131072": _EX1_GOOD_KERNEL + _EX1_LAUNCHER_HEAD + '''\
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(softmax_kernel_rows, (n_rows,), x, out, n_cols, BLOCK=131072)
+    return out
+''',
         # Review v3r3 M1: the kernel stores exp(x - max), torch normalises in place: two more passes over memory,
         # which the counter (the kernel's loads and stores only) did not see. The tests refuse torch arithmetic.
         "r3_inplace_divide": _EX1_KERNEL_HEAD + _EX1_NUMERATOR_BODY + _EX1_LAUNCHER_HEAD + '''\
@@ -253,144 +277,154 @@ WRONG = {
     tb.launch(softmax_kernel_rows, (n_rows,), x.float(), out, n_cols, BLOCK=triton.next_power_of_2(n_cols))
     return out
 ''',
-    },
-    "ex2-solution": {
-        "constant": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    return x.clone()
-''',
-        # No course helper computes this; the shortcut is torch's own rms_norm: right values, no kernel of one's own.
-        "helper": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    return torch.nn.functional.rms_norm(x.float(), (x.shape[1],), weight.float(), eps=eps).to(x.dtype)
-''',
-        # BLOCK fixed at 128, enough for the visible 100 columns only.
-        "visible_only": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty_like(x)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=128)
-    return y
-''',
-        # Statistics in float16: x * x overflows above 256 and underflows below about 2e-4; only the root in float32.
-        "typical": _EX2_KERNEL_HEAD + '''\
+        # Review v3r4 M1: tl.exp in float32 as told, then the exponentials converted back to x's dtype before
+        # tl.sum, which keeps its input's type: exact for float32 and float64, and within one rounding for float16
+        # rows up to 4,097 wide, but a float16 sum passes 65,504 on a 70,000-wide row of near-equal values (a
+        # vocabulary): inf, and every output 0.
+        "r4_exp_back_to_input_dtype": _EX1_KERNEL_HEAD + '''\
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
-    mean_square = (tl.sum(x * x, axis=0) / n_cols).to(tl.float32)
-    y = x.to(tl.float32) * tl.rsqrt(mean_square + eps) * w.to(tl.float32)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-''' + _EX2_GOOD_LAUNCHER,
+    x16 = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = x16.to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0)).to(x16.dtype)
+    tl.store(out_ptr + row * n_cols + cols, numerator / tl.sum(numerator, axis=0), mask=mask)
+''' + _EX1_GOOD_LAUNCHER,
+        # Review v3r4 M1: the numerator and its sum each converted to out's dtype before the division.
+        "r4_div_in_out_dtype": _EX1_KERNEL_HEAD + '''\
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0))
+    out_type = out_ptr.dtype.element_ty
+    tl.store(out_ptr + row * n_cols + cols, numerator.to(out_type) / tl.sum(numerator, axis=0).to(out_type),
+             mask=mask)
+''' + _EX1_GOOD_LAUNCHER,
+    },
+    "ex2-solution": {
+        "constant": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + """\
+    return x.clone(), residual.clone()
+""",
+        # No course helper computes this; the shortcut is torch's own add and rms_norm: no kernel of one's own.
+        "helper": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + """\
+    h = x + residual
+    return torch.nn.functional.rms_norm(h.float(), (x.shape[1],), weight.float(), eps=eps).to(x.dtype), h
+""",
+        # BLOCK fixed at 128, enough for the visible 100 columns only.
+        "visible_only": _EX2_GOOD_KERNEL + _ex2_launcher(block="128"),
+        # Statistics in float16: h * h overflows above 256 and underflows below about 2e-4.
+        "typical": _ex2_kernel(stats="h", normalise="hf.to(tl.float32) * tl.rsqrt(mean_square.to(tl.float32) + eps) * w"
+                               ) + _EX2_GOOD_LAUNCHER,
         # No other=: the interpreter's zeros add nothing to the sum of squares; a GPU's lanes are undefined.
         "no_other": _ex2_kernel(other="") + _EX2_GOOD_LAUNCHER,
         # The mean over the block, not over the row: wrong whenever n_cols is not a power of two.
         "divides_by_block": _ex2_kernel(divide="BLOCK") + _EX2_GOOD_LAUNCHER,
-        # eps added outside the square root: wrong where mean(x²) is not much larger than eps.
-        "eps_outside_root": _ex2_kernel(normalise="x / (tl.sqrt(mean_square) + eps)") + _EX2_GOOD_LAUNCHER,
+        # eps added outside the square root: wrong where mean(h²) is not much larger than eps.
+        "eps_outside_root": _ex2_kernel(normalise="hf / (tl.sqrt(mean_square) + eps) * w") + _EX2_GOOD_LAUNCHER,
         # The eps argument ignored: the default 1e-6 always.
-        "ignores_eps": _ex2_kernel() + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty_like(x)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, 1e-6, BLOCK=triton.next_power_of_2(n_cols))
-    return y
-''',
-        # The output always float32: the right numbers, twice the bytes written, the wrong dtype.
-        "float32_out": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    return y
-''',
+        "ignores_eps": _EX2_GOOD_KERNEL + _ex2_launcher(eps="1e-6"),
+        # The normalised rows always float32: the right numbers, twice the bytes, the wrong dtype.
+        "float32_out": _EX2_GOOD_KERNEL + _ex2_launcher(y="torch.empty(x.shape, dtype=torch.float32, device=x.device)"),
+        # The residual stream kept in float32 "for accuracy": the next block reads twice the bytes, the wrong dtype.
+        "h_float32": _EX2_GOOD_KERNEL + _ex2_launcher(h="torch.empty(x.shape, dtype=torch.float32, device=x.device)"),
         # Always float16 out: right for float16 inputs, the wrong dtype for float32 ones.
-        "float16_out": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty(x.shape, dtype=torch.float16, device=x.device)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    return y
-''',
-        # The output made without device=: on the CPU whatever x's device (on a GPU the launch fails).
-        "no_device": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty(x.shape, dtype=x.dtype)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    return y
-''',
-        # A flat output: the right numbers, the wrong shape.
-        "flat": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty(x.numel(), dtype=x.dtype, device=x.device)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    return y
-''',
-        # The normalised rows written to memory in float32, the weight applied by torch: an intermediate in memory.
-        "float32_intermediate": _EX2_KERNEL_HEAD + '''\
-    row = tl.program_id(0)
+        "float16_out": _EX2_GOOD_KERNEL + _ex2_launcher(
+            y="torch.empty(x.shape, dtype=torch.float16, device=x.device)",
+            h="torch.empty(x.shape, dtype=torch.float16, device=x.device)"),
+        # The outputs made without device=: on the CPU whatever x's device (on a GPU the launch fails).
+        "no_device": _EX2_GOOD_KERNEL + _ex2_launcher(y="torch.empty(x.shape, dtype=x.dtype)",
+                                                      h="torch.empty(x.shape, dtype=x.dtype)"),
+        # Flat outputs: the right numbers, the wrong shape.
+        "flat": _EX2_GOOD_KERNEL + _ex2_launcher(y="torch.empty(x.numel(), dtype=x.dtype, device=x.device)",
+                                                 h="torch.empty(x.numel(), dtype=x.dtype, device=x.device)"),
+        # The pair in the other order.
+        "h_y_swapped": _EX2_GOOD_KERNEL + _ex2_launcher(returned="h, y"),
+        # The norm of x, not of the updated residual: the old RMSNorm with an add stored beside it.
+        "normalises_x": _EX2_KERNEL_HEAD + """\
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-    mean_square = tl.sum(x * x, axis=0) / n_cols
-    tl.store(y_ptr + row * n_cols + cols, x * tl.rsqrt(mean_square + eps), mask=mask)
-''' + _EX2_LAUNCHER_HEAD + '''\
-    normed = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, normed, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    return (normed * weight.float()).to(x.dtype)
-''',
-        # Review v3r2 M1: BLOCK hard-coded at 1,024: wider rows are normalised by part of their sum, half unstored.
-        "r2_block_1024": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty_like(x)
-    n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=1024)
-    return y
-''',
-        # Review v3r3 M1: the kernel computes x * w, torch the statistics and the scaling, in place: the exercise's
-        # point (float32 statistics in registers) done by torch, in three more passes over memory.
-        "r3_torch_scale_inplace": _EX2_KERNEL_HEAD + '''\
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    offsets = row * n_cols + cols
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    h = x + tl.load(r_ptr + offsets, mask=mask, other=0.0)
+    tl.store(h_ptr + offsets, h, mask=mask)
+    xf = x.to(tl.float32)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * n_cols + cols, (x * w).to(y_ptr.dtype.element_ty), mask=mask)
-''' + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty_like(x)
+    tl.store(y_ptr + offsets, xf * tl.rsqrt(tl.sum(xf * xf, axis=0) / n_cols + eps) * w, mask=mask)
+""" + _EX2_GOOD_LAUNCHER,
+        # h stored, then loaded back for the norm: another pass over memory (on a GPU, a read of what this program
+        # just wrote).
+        "reloads_h": _ex2_kernel(stats="tl.load(h_ptr + offsets, mask=mask, other=0.0).to(tl.float32)") +
+        _EX2_GOOD_LAUNCHER,
+        # Unfused: an add kernel, then an RMSNorm kernel that reads h back: two launches, five passes.
+        "two_kernels": """\
+@triton.jit
+def add_kernel_rows(x_ptr, r_ptr, h_ptr, n_cols, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * n_cols + tl.arange(0, BLOCK)
+    mask = tl.arange(0, BLOCK) < n_cols
+    tl.store(h_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(r_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def rmsnorm_kernel(h_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    offsets = tl.program_id(0).to(tl.int64) * n_cols + cols
+    h = tl.load(h_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offsets, h * tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps) * w, mask=mask)
+""" + _EX2_LAUNCHER_HEAD + """\
+    y, h = torch.empty_like(x), torch.empty_like(x)
     n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
-    y.mul_(torch.rsqrt(x.float().pow(2).mean(dim=1, keepdim=True) + eps).to(y.dtype))
-    return y
-''',
-        # Review v3r3 M2: float32 for the statistics, but x * w multiplied in float16 first: inf once |x * w| passes
-        # 65,504 (rows ~1e4, weights of a few units).
-        "r3_x_times_w_first": _EX2_KERNEL_HEAD + '''\
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
-    xf = x.to(tl.float32)
-    mean_square = tl.sum(xf * xf, axis=0) / n_cols
-    y = x * w * tl.rsqrt(mean_square + eps)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-''' + _EX2_GOOD_LAUNCHER,
-        # Review v3r3 M2, written out: the float16 product converted to float32 after it has overflowed.
-        "r3_xw_in_float16": _EX2_KERNEL_HEAD + '''\
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
-    xf = x.to(tl.float32)
-    y = (x * w).to(tl.float32) * tl.rsqrt(tl.sum(xf * xf, axis=0) / n_cols + eps)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-''' + _EX2_GOOD_LAUNCHER,
+    block = triton.next_power_of_2(n_cols)
+    tb.launch(add_kernel_rows, (n_rows,), x, residual, h, n_cols, BLOCK=block)
+    tb.launch(rmsnorm_kernel, (n_rows,), h, weight, y, n_cols, eps, BLOCK=block)
+    return y, h
+""",
+        # The residual added by torch before the kernel: a pass over memory the counter would not see.
+        "add_by_torch": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + """\
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x + residual, torch.zeros_like(x), weight, y, h, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols))
+    return y, h
+""",
+        # Review v3r2 M1: BLOCK hard-coded at 1,024: wider rows are normalised by part of their sum, half unstored.
+        "r2_block_1024": _EX2_GOOD_KERNEL + _ex2_launcher(block="1024"),
+        # Review v3r5 M1: a constant BLOCK of 8,192 (Llama 2/3 70B's hidden size): right on narrower rows, NaN on a
+        # 16,385-wide one (Llama 3 405B's is 16,384), where the rest of h and y is never stored.
+        "r5_block_const_8192": _EX2_GOOD_KERNEL + _ex2_launcher(block="8192"),
+        # Review v3r3 M2: float32 statistics, but h * w multiplied in float16 first: inf once |h * w| passes 65,504
+        # (rows ~1e4, weights of a few units).
+        "r3_x_times_w_first": _ex2_kernel(w="{load}", normalise="(h * w).to(tl.float32) * tl.rsqrt(mean_square + eps)")
+        + _EX2_GOOD_LAUNCHER,
+        # Review v3r3 M1 (the RMSNorm's version): the kernel stores h and h * w, torch scales y in place.
+        "r3_torch_scale_inplace": _ex2_kernel(normalise="hf * w") + _EX2_LAUNCHER_HEAD + """\
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, y, h, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols))
+    y.mul_(torch.rsqrt(h.float().pow(2).mean(dim=1, keepdim=True) + eps).to(y.dtype))
+    return y, h
+""",
         # The weight applied by torch after the kernel, in place: one more read and write of y.
-        "r3_weight_by_torch": _ex2_kernel(normalise="x * tl.rsqrt(mean_square + eps)").replace(" * w\n", "\n")
-        + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty_like(x)
+        "r3_weight_by_torch": _ex2_kernel(normalise="hf * tl.rsqrt(mean_square + eps)") + _EX2_LAUNCHER_HEAD + """\
+    y, h = torch.empty_like(x), torch.empty_like(x)
     n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, y, h, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols))
     y *= weight
-    return y
-''',
+    return y, h
+""",
+        # The normalised rows written to memory in float32, the weight applied by torch: an intermediate in memory.
+        "float32_intermediate": _ex2_kernel(normalise="hf * tl.rsqrt(mean_square + eps)") + _EX2_LAUNCHER_HEAD + """\
+    normed, h = torch.empty(x.shape, dtype=torch.float32, device=x.device), torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, normed, h, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols))
+    return (normed * weight.float()).to(x.dtype), h
+""",
     },
     "ex3-solution": {
         "constant": _EX3_GOOD_KERNEL + _EX3_LAUNCHER_HEAD + '''\
@@ -498,30 +532,35 @@ RIGHT = {
 ''',
     },
     "ex2-solution": {
-        "r2_allocate_then_move": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + '''\
-    y = torch.empty(x.shape, dtype=x.dtype).to(x.device)
+        "r2_allocate_then_move": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + """\
+    y, h = torch.empty(x.shape, dtype=x.dtype).to(x.device), torch.empty(x.shape, dtype=x.dtype).to(x.device)
     n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols),
-              num_warps=8, num_stages=2)
-    return y
-''',
-        # Review v3r3 M2's right variant: x * rsqrt(...) is float32 before the float16 weight multiplies it.
-        "r3_normalise_then_weight": _EX2_KERNEL_HEAD + '''\
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
-    xf = x.to(tl.float32)
-    y = x * tl.rsqrt(tl.sum(xf * xf, axis=0) / n_cols + eps) * w
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-''' + _EX2_LAUNCHER_HEAD + '''\
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, y, h, n_cols, eps,
+              BLOCK=triton.next_power_of_2(n_cols), num_warps=8, num_stages=2)
+    return y, h
+""",
+        # vLLM's fused_add_rms_norm: the residual updated in place (h stored over it).
+        "r4_residual_in_place": _EX2_GOOD_KERNEL + _EX2_LAUNCHER_HEAD + """\
     y = torch.empty_like(x)
     n_rows, n_cols = x.shape
-    tb.launch(rmsnorm_kernel, (n_rows,), x.view(n_rows, n_cols), weight, y, n_cols, eps,
+    tb.launch(add_rmsnorm_kernel, (n_rows,), x, residual, weight, y, residual, n_cols, eps,
               BLOCK=triton.next_power_of_2(n_cols))
-    return y.view(x.shape)
-''',
+    return y, residual
+""",
+        # The statistics from the float32 sum of x and residual (not the sum rounded to x's dtype): one rounding
+        # of h apart, within float16's tolerance.
+        "r4_stats_from_float32_sum": _EX2_KERNEL_HEAD + """\
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    offsets = row * n_cols + cols
+    h = (tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+         + tl.load(r_ptr + offsets, mask=mask, other=0.0).to(tl.float32))
+    tl.store(h_ptr + offsets, h, mask=mask)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    y = h * tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps) * w
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+""" + _EX2_GOOD_LAUNCHER,
     },
     "ex3-solution": {
         # The one output empty_like cannot make: zeros on the CPU, moved to a's device.

@@ -156,6 +156,19 @@ WRONG: dict[str, dict[str, str]] = {
 
     return Cycling()
 ''',
+        # Review v3r6 (M1): class-sorted batches (an ImageFolder's files class by class, shuffled only within each
+        # class): decoded once and in a new order every epoch, but each batch holds 2-3 labels where a shuffled one
+        # holds them all. Passed the old fixed co-batch line (0.5) in about 61 % of grading runs.
+        "r6_class_sorted": _EX1 + _DECODE_ONCE + '''\
+    class ClassSorted:
+        def __iter__(self):
+            classes = torch.unique(y)[torch.randperm(len(torch.unique(y)))]
+            index = torch.cat([torch.nonzero(y == c).flatten()[torch.randperm(int((y == c).sum()))] for c in classes])
+            for start in range(0, len(y), batch_size):
+                yield x[index[start:start + batch_size]], y[index[start:start + batch_size]]
+
+    return ClassSorted()
+''',
     },
     "ex2-solution": {
         # Review v3r4 (M3): batch, then cache, then shuffle whole batches (and the images inside each): the model
@@ -412,6 +425,30 @@ WRONG: dict[str, dict[str, str]] = {
 ''',
         # A line at 8 %: a signature whose epoch medians fall 7-9 % is counted as a cause.
         "r5_threshold_8": _EX3 + _EX3_EPOCHS.replace(">= 0.9 * first", ">= 0.92 * first") + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r6 (M2): "it is new" dropped for the thermal reason: a card hot from the start (the reason set in
+        # every interval) is blamed for a later fall that the page cache or the power cap causes.
+        "r6_thermal_not_new": _EX3 + _EX3_EPOCHS.replace(
+            'reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0)',
+            'reasons.get("thermal", 0) >= 0.5') + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r6 (M2): thermal read from the temperature at the slowdown point, not from the reason: the same
+        # hot-from-the-start card is blamed.
+        "r6_temp_only": _EX3 + _EX3_EPOCHS.replace(
+            '"thermal": reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0),',
+            '"thermal": np.median([s.value("gpu_temp") for s in trace.samples[window]])'
+            ' >= trace.slowdown_c - 1,') + '''\
+    return sorted(began, key=began.get)
+''',
+        # Review v3r6 (M2): a clock reason counted when it is set in any interval of a slowed epoch, not in most of
+        # them: a reason that flickers in a fifth of the intervals while another cause slows the run is blamed too.
+        "r6_reason_any": _EX3 + _EX3_EPOCHS.replace(
+            'reasons.get("thermal", 0) >= 0.5 > reasons_first.get("thermal", 0)',
+            'reasons.get("thermal", 0) > 0 and not reasons_first.get("thermal", 0)').replace(
+            'reasons.get("power cap", 0) >= 0.5 > reasons_first.get("power cap", 0)',
+            'reasons.get("power cap", 0) > 0 and not reasons_first.get("power cap", 0)') + '''\
     return sorted(began, key=began.get)
 ''',
     },

@@ -411,7 +411,15 @@ WRONG: dict[str, dict[str, str]] = {
         known = max(self.amax_history) if self.amax_history else amax
         scale = fmt_max / max(known, 1e-45) / 2.0**self.margin
 ''' + _CAST + _RETURN),
+        # Review v3r5 (minor 2): x x scale computed in x's dtype, so a bfloat16 product is rounded before the FP8 cast.
+        "r5_product_in_x_dtype": _quantize(_RIGHT_SCALE + _CAST.replace("x.detach().float() * scale",
+                                                                        "x.detach() * scale") + _RETURN),
+        # Review v3r5 (minor 3): the x and weight scalings swapped (each tensor's history and margin are another's).
+        "r5_swapped_scalings": _layer(forward=_FORWARD_RIGHT.replace("x_scaling, w_scaling, grad_scaling = scalings",
+                                                                     "w_scaling, x_scaling, grad_scaling = scalings")),
     },
 }
+assert "x.detach() * scale" in WRONG["ex2-solution"]["r5_product_in_x_dtype"]
+assert "w_scaling, x_scaling, grad_scaling" in WRONG["ex2-solution"]["r5_swapped_scalings"]
 
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

@@ -279,6 +279,17 @@ WRONG: dict[str, dict[str, str]] = {
         # The job's LAST rank saves: one file, the right parameters, another rank's BatchNorm statistics.
         "r1_last_rank_saves": _script(("    if dist.get_rank() == 0:",
                                        "    if dist.get_rank() == dist.get_world_size() - 1:")),
+        # Review v3r1 major 3 (W2): the GPU chosen by the job's RANK. Right on one node; on the second node of 2 x 2,
+        # RANK 2 asks for cuda:2 of a node with two GPUs (the grader's simulated GPUs refuse it, as CUDA would).
+        "r2_device_by_RANK": _script(("    local_rank = int(os.environ[\"LOCAL_RANK\"])",
+                                      "    local_rank = int(os.environ[\"RANK\"])")),
+        # Review v3r1 major 3 (W5): never NCCL, gloo on the CPU even where every process has a GPU.
+        "r2_always_gloo": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
+                                   "    nccl = False")),
+        # Review v3r2 major 2 (W7): NCCL whenever the machine has CUDA. On the visible node of 3 processes and one
+        # (simulated) GPU, rank 1 asks for cuda:1, which the node lacks: the fallback to gloo on the CPU is graded.
+        "r2_nccl_when_cuda": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
+                                      "    nccl = torch.cuda.is_available()")),
         # The sum of the squared errors, not their mean: steps batch_per_rank times too large.
         "sum_loss": _script(("mse_loss(model(x.to(device)), y.to(device))",
                              "mse_loss(model(x.to(device)), y.to(device), reduction=\"sum\")")),

@@ -150,6 +150,32 @@ class Zero2Adam:
             with torch.no_grad():
                 p.copy_(full[:p.numel()].view_as(p))
 ''',
+        # Shards paired with parameters by the order the hooks fire in (a list, read backwards in step()): right
+        # for a chain of layers given in model order, wrong once the list comes in another order (review v3r1 M1).
+        "r1_hook_order": _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
+        shard = torch.empty(part)
+        self.dist.reduce_scatter_tensor(shard, flat)
+        self.order = getattr(self, "order", [])
+        self.order.append(shard / self.world)
+''' + _FREE + _step().replace("        for i, p in enumerate(self.params):\n", "        self.grads = dict(zip("
+            "reversed(range(len(self.params))), self.order))\n        self.order = []\n"
+            "        for i, p in enumerate(self.params):\n"),
+        # Every full gradient kept in a list only the hook's closure sees, cleared in step(): ZeRO-1's memory
+        # through backward, invisible from the object (review v3r1 m1).
+        "r1_closure_stash2": _CLASS + '''\
+        keep = []
+
+        def hook(p, keep=keep):
+            keep.append(p.grad)
+            self.hook(p)
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(hook)
+        self.clear = keep.clear
+''' + _HOOK + _step().replace("        self.t += 1\n", "        self.t += 1\n        self.clear()\n"),
+        # The padded full gradients kept in a module-level dict until step() (review v3r1 m1).
+        "r1_global_stash": "_KEPT = {}\n\n\n" + _CLASS + _REGISTER + _HOOK_HEAD + _PART + _FLAT + '''\
+        _KEPT[id(p)] = flat
+''' + _RS + _FREE + _step().replace("        self.t += 1\n", "        self.t += 1\n        _KEPT.clear()\n"),
         # Bias correction forgotten (plain m / sqrt(v)): wrong from the first step.
         "no_bias_correction": _CLASS + _REGISTER + _HOOK + _step().replace(
             "(self.v[i].sqrt() / (1 - b2 ** self.t) ** 0.5).add_(eps)", "self.v[i].sqrt().add_(eps)").replace(
@@ -158,18 +184,16 @@ class Zero2Adam:
 }
 
 _EX2 = '''\
+import itertools
+
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 
-def shard(model: torch.nn.Module, mesh) -> torch.nn.Module:
-    """FSDP2 on this rank."""
+def shard(model: torch.nn.Module, mesh, cap_bytes: int) -> torch.nn.Module:
+    \"\"\"FSDP2 on this rank.\"\"\"
 '''
 _POLICY = '''\
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-'''
-_BLOCKS = '''\
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh, mp_policy=policy)
 '''
 _ROOT = '''\
     fully_shard(model, mesh=mesh, mp_policy=policy)
@@ -178,38 +202,90 @@ _RETURN = '''\
     return model
 '''
 
+
+def _searched(world: str = "mesh.size()", prefetch: bool = True) -> str:
+    """The model answer: every plan tried on FSDP2's schedule, the fewest all-gathers that fit; the world size read
+    by ``world``, the backward prefetch modelled or not."""
+    return _EX2 + '''\
+    def count(module):
+        return sum(p.numel() for p in module.parameters())
+
+    blocks = [count(block) for block in model.blocks]
+    root, shards = count(model) - sum(blocks), 4 * count(model) / ''' + world + '''
+
+    def peak(plan):
+        live = 2 * (root + sum(n for n, choice in zip(blocks, plan) if choice == "root"))
+        groups = [2 * n for n, choice in zip(blocks, plan) if choice != "root"]
+        kept = [choice == "keep" for choice in plan if choice != "root"]
+        top, gathered = live, list(kept)
+        for n, keep in zip(groups, kept):
+            top = max(top, live + n)
+            live += n if keep else 0
+        for i in reversed(range(len(groups))):
+            for j in ''' + ("(i, i - 1)" if prefetch else "(i,)") + ''':
+                if j >= 0 and not gathered[j]:
+                    gathered[j], live = True, live + groups[j]
+            top = max(top, live)
+            gathered[i], live = False, live - groups[i]
+        return top
+
+    def calls(plan):
+        return 1 + sum({"root": 0, "keep": 1, "reshard": 2}[choice] for choice in plan)
+
+    plans = [plan for plan in itertools.product(("root", "keep", "reshard"), repeat=len(blocks))
+             if shards + peak(plan) <= cap_bytes]
+    best = min(plans, key=lambda plan: (calls(plan), peak(plan)))
+''' + _POLICY + '''\
+    for block, choice in zip(model.blocks, best):
+        if choice != "root":
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=choice == "reshard")
+''' + _ROOT + _RETURN
+
+
+def _every_block(reshard: str, root: str = _ROOT) -> str:
+    """Every block a group of its own with one reshard_after_forward, whatever the cap; the root or not."""
+    return _EX2 + _POLICY + '''\
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=''' + reshard + ''')
+''' + root + _RETURN
+
+
 WRONG["ex2-solution"] = {
     # Returns the model as it came: nothing sharded.
     "constant": _EX2 + _RETURN,
     # The course's own function: off-limits (in the worker processes too).
     "helper": _EX2 + '''\
-    return parallel.fsdp_shard(model, mesh)
+    return parallel.fsdp_shard(model, mesh, cap_bytes)
 ''',
-    # Wraps the first two blocks, as many as the visible model has: the hidden models have more.
+    # The visible model's best plan, written out: the hidden models have other blocks.
     "visible_only": _EX2 + _POLICY + '''\
-    for block in list(model.blocks)[:2]:
-        fully_shard(block, mesh=mesh, mp_policy=policy)
+    for block, choice in zip(model.blocks, ("root", "reshard", "keep", "keep")):
+        if choice != "root":
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=choice == "reshard")
 ''' + _ROOT + _RETURN,
     # The root left unsharded: embed and head stay whole, replicated on every rank.
-    "typical": _EX2 + _POLICY + _BLOCKS + _RETURN,
-    # No mixed-precision policy: float32 gathers and compute, twice the bytes.
-    "no_mixed_precision": _EX2 + '''\
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-''' + _RETURN,
-    # Gradients summed over the ranks in bfloat16.
-    "reduce_in_bfloat16": _EX2 + '''\
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
-''' + _BLOCKS + _ROOT + _RETURN,
-    # One group per Linear layer instead of per block: twice the collectives.
-    "every_linear": _EX2 + _POLICY + '''\
-    for block in model.blocks:
-        for layer in (block.fc1, block.fc2):
-            fully_shard(layer, mesh=mesh, mp_policy=policy)
-''' + _ROOT + _RETURN,
-    # Only the root: one group, the whole model gathered at once.
+    "typical": _every_block("True", root=""),
+    # Every block its own resharded group whatever the cap: fits, with more all-gathers than needed.
+    "every_block_resharded": _every_block("True"),
+    # reshard_after_forward=False everywhere: every block stays gathered until its backward, over the cap.
+    "never_resharded": _every_block("False"),
+    # One group for all: the root's call only, the whole model gathered for the whole step.
     "root_only": _EX2 + _POLICY + _ROOT + _RETURN,
+    # The shards computed for 2 ranks whatever the mesh: right on 2 ranks, a wasted budget on 3 and 4.
+    "world_size_two": _searched(world="2"),
+    # FSDP2's backward prefetch left out of the schedule: the peak underestimated, over the cap.
+    "no_prefetch": _searched(prefetch=False),
+    # A fixed rule (every block resharded but the last, kept): good on some models, not the fewest on others.
+    "last_block_kept": _EX2 + _POLICY + '''\
+    for i, block in enumerate(model.blocks):
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < len(model.blocks) - 1)
+''' + _ROOT + _RETURN,
+    # The search right, no mixed-precision policy: float32 gathers, twice the bytes, over the cap.
+    "no_mixed_precision": _searched().replace(
+        "    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)\n",
+        "    policy = MixedPrecisionPolicy()\n"),
+    # Gradients summed over the ranks in bfloat16.
+    "reduce_in_bfloat16": _searched().replace("reduce_dtype=torch.float32", "reduce_dtype=torch.bfloat16"),
 }
 
 # every exercise also gets the tampering kinds (tampering/)

@@ -7,10 +7,10 @@ recorded once, as 'atomic', and counts as one read and one write of its thread.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import greenlet
 import numpy as np
 
 from gpucourse.checks import CheckFailed
@@ -82,10 +82,10 @@ class KernelTrace:
                         Dim3(thread % d.x, thread // d.x % d.y, thread // (d.x * d.y)))
 
     def _record(self, name: str, kind: str, flat: int) -> None:
-        self.accesses.append((threading.current_thread().gid, name, kind, flat))
+        self.accesses.append((greenlet.getcurrent().gid, name, kind, flat))
 
     def _record_shared(self, number: int, kind: str, flat: int) -> None:
-        self.shared_accesses.append((threading.current_thread().gid, number, kind, flat))
+        self.shared_accesses.append((greenlet.getcurrent().gid, number, kind, flat))
 
     def _declare_shared(self, number: int, memory: np.ndarray) -> None:
         self.shared[number] = memory

@@ -16,11 +16,16 @@ import triton.language as tl  # noqa: E402  (after the check that triton is inst
 
 @triton.jit
 def softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
-    """One program per row: load the row once, subtract its max, exponentiate, normalise, store once."""
-    row = tl.program_id(0)
+    """One program per row: load the row once, subtract its max, exponentiate, normalise, store once.
+
+    The row index is int64 (``row * n_cols`` passes 2**31 in tensors of over 2**31 elements), and the row is
+    computed in float32 whatever its dtype (``tl.exp`` takes float32 or float64; a float16 sum of a wide row
+    overflows); ``tl.store`` converts to out's dtype.
+    """
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
     numerator = tl.exp(x - tl.max(x, axis=0))
     tl.store(out_ptr + row * n_cols + cols, numerator / tl.sum(numerator, axis=0), mask=mask)
 
@@ -28,10 +33,13 @@ def softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """C = A @ B for contiguous row-major A (M x K), B (K x N): one BLOCK_M x BLOCK_N tile of C per program."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    ks = tl.arange(0, BLOCK_K)
+    """C = A @ B for contiguous row-major A (M x K), B (K x N): one BLOCK_M x BLOCK_N tile of C per program.
+
+    Offsets are int64 (rows, columns and the K index), so matrices of over 2**31 elements are addressed right.
+    """
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K).to(tl.int64)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         k = k0 + ks

@@ -407,6 +407,22 @@ def _arena_copies(tensors: dict[str, object]) -> dict[str, object]:
             for name, t in tensors.items()}
 
 
+def _constexpr_values(kernel: object, bound: dict[str, object]) -> dict[str, object]:
+    """The values of the kernel's ``tl.constexpr`` parameters in this launch (a default where none was passed), by
+    name, in the kernel's order; a ``tl.constexpr`` wrapper is unwrapped to its value."""
+    from triton.language import constexpr
+
+    values = {}
+    for parameter in kernel.params:
+        if not parameter.is_constexpr:
+            continue
+        value = bound.get(parameter.name, parameter.default)
+        if value is inspect.Parameter.empty:
+            continue
+        values[parameter.name] = value.value if isinstance(value, constexpr) else value
+    return values
+
+
 def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, constexprs: dict) -> LaunchRecord:
     """Run ``kernel`` in Triton's interpreter on guarded CPU copies of its tensors; copy results back; record it."""
     import numpy as np
@@ -417,7 +433,8 @@ def _interpret(kernel, grid: tuple[int, ...], names: list[str], args: tuple, con
     originals = {name: value for name, value in bound.items() if _is_tensor(value)}
     copies = _arena_copies(originals)
     host = {name: copies.get(name, value) for name, value in bound.items()}
-    record = LaunchRecord(kernel=kernel.fn.__name__, grid=tuple(grid) + (1,) * (3 - len(grid)), tensors={
+    record = LaunchRecord(kernel=kernel.fn.__name__, grid=tuple(grid) + (1,) * (3 - len(grid)),
+                          constexprs=_constexpr_values(kernel, bound), tensors={
         name: TensorTraffic(name, tuple(tensor.shape), str(tensor.dtype).replace("torch.", ""),
                             tensor.element_size(),
                             span=(str(tensor.device), tensor.data_ptr(),

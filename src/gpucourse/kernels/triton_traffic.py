@@ -41,11 +41,13 @@ class TensorTraffic:
 
 @dataclass
 class LaunchRecord:
-    """One interpreted launch: the kernel, its grid, its tensors, and per program (elements read, written)."""
+    """One interpreted launch: the kernel, its grid, its tensors, the values of its ``tl.constexpr`` arguments
+    (positional, keyword or default; e.g. ``{"BLOCK": 128}``), and per program (elements read, written)."""
 
     kernel: str
     grid: tuple[int, int, int]
     tensors: dict[str, TensorTraffic]
+    constexprs: dict[str, object] = field(default_factory=dict)
     programs: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
     dots: int = 0  # tl.dot calls, over all programs
     program_dots: dict[tuple[int, int, int], int] = field(default_factory=dict)

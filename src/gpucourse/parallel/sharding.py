@@ -37,6 +37,9 @@ class ZeroCase:
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    shuffle: int = 0
+    """0: the optimizer gets ``model.parameters()`` in their order; else the seed of a shuffle of that list (as with
+    parameter groups or a filtered list: the order of the hooks then says nothing about the list's order)."""
 
     def __post_init__(self) -> None:
         """Reject sizes, rows, steps or Adam settings out of range."""
@@ -45,6 +48,7 @@ class ZeroCase:
         for width in self.sizes:
             positive_int("sizes", width)
         non_negative_int("seed", self.seed)
+        non_negative_int("shuffle", self.shuffle)
         positive_int("rows", self.rows)
         positive_int("steps", self.steps)
         positive_number("lr", self.lr)
@@ -60,7 +64,9 @@ class ZeroCase:
     def label(self) -> str:
         """A short description for check messages."""
         sizes = " -> ".join(map(str, self.sizes))
-        return f"MLP {sizes} ({self.parameters} parameters, {self.steps} steps, lr {self.lr:g}, eps {self.eps:g})"
+        order = f", parameters given shuffled (seed {self.shuffle})" if self.shuffle else ""
+        return (f"MLP {sizes} ({self.parameters} parameters, {self.steps} steps, lr {self.lr:g}, eps {self.eps:g}"
+                f"{order})")
 
 
 def sized_mlp(sizes: Sequence[int], seed: int = 0):
@@ -197,7 +203,9 @@ class _GradientProbe:
     out. Why this and not :class:`~gpucourse.memory.PeakMemory`: a peak over every storage backward creates also
     counts autograd's own buffers (activation gradients, a layer's weight and bias gradients made together) and the
     padded copy gloo may hold a moment after a collective, which vary with the machine's load; the sum read at the
-    hooks counts exactly the gradients a rank keeps, the same on every run. A hook registered before the learner's
+    hooks counts exactly the gradients a rank keeps, the same on every run. It sees only what the optimizer object
+    reaches; a stash kept elsewhere (a closure, a module-level dict) is caught by the worker's second count: the
+    storages made during backward still alive once it has returned. A hook registered before the learner's
     (it runs first) sees the parameter's fresh gradient; one registered after sees what the learner's hook left.
     """
 
@@ -258,6 +266,10 @@ def zero_grader_worker(rank: int, world_size: int, optimizer_class: Callable, ca
                 torch.nn.functional.mse_loss(reference(x), y).backward()
                 adam.step()
             params = list(model.parameters())
+            if case.shuffle:  # the optimizer's list in another order than the one autograd's hooks fire in
+                import random
+
+                random.Random(case.shuffle).shuffle(params)
             probe = _GradientProbe(params)
             kept = PeakMemory()  # every storage the optimizer creates, alive until it is freed: kept anywhere
             with kept:
@@ -268,15 +280,17 @@ def zero_grader_worker(rank: int, world_size: int, optimizer_class: Callable, ca
             for x, y in batches:
                 loss = torch.nn.functional.mse_loss(model(x[mine]), y[mine])
                 probe.start()
+                made = PeakMemory()  # the storages backward creates: once it has finished, only the shards are owed
                 with CommCounter() as comm, kept:
-                    with comm.phase("backward"):
+                    with comm.phase("backward"), made:
                         loss.backward()
+                    alive = made.live_bytes(settle_s=2.0, agree_s=0.05)
                     left = [name for name, p in model.named_parameters() if p.grad is not None]
                     with comm.phase("step"):
                         optimizer.step()
                 calls = {phase: sorted((call.kind, call.bytes) for call in comm.calls if call.phase == phase)
                          for phase in ("backward", "step")}
-                steps.append({"left": left, "peak": probe.peak, "calls": calls})
+                steps.append({"left": left, "peak": probe.peak, "alive": alive, "calls": calls})
             probe.remove()
             with torch.no_grad():
                 difference = max(float((p - q).abs().max()) for p, q in zip(model.parameters(),
@@ -330,11 +344,18 @@ def _check_case(case: ZeroCase, rank: int, report: dict, world_size: int, quiet:
               f"{bound:,}; all gradients: {FLOAT_BYTES * sum(sizes):,})", step["peak"] <= bound, True,
               hint="keep only the reduce-scattered shard of each gradient: no full gradient stashed in your object, "
                    "and p.grad = None in the hook", quiet=not shown)
+        allowed = shards + 16 * len(sizes) + 64
+        check(f"{where}, step {number}: bytes made during backward() still alive when it returns, anywhere (a closure, "
+              f"a module-level dict, ...; yours: {step['alive']:,}; the gradient shards: {shards:,}; all gradients: "
+              f"{FLOAT_BYTES * sum(sizes):,})", step["alive"] <= allowed, True,
+              hint="keep only the reduce-scattered shard of each gradient: a full gradient (p.grad or its padded "
+                   "copy) kept until step(), wherever, is ZeRO-1's memory", quiet=not shown)
     check(f"{where}: parameters equal data-parallel Adam's within {ZERO_ATOL:g} (largest difference yours: "
           f"{report['difference']:.2g})", report["difference"] <= ZERO_ATOL, True,
           hint="divide the reduce-scattered sum by dist.get_world_size() (the data-parallel mean), update your shard "
                "with Adam's bias-corrected step using lr, betas and eps, and all-gather every rank's shard into the "
-               "parameter", quiet=quiet)
+               "parameter; find a shard's parameter from the tensor the hook gets (id(p)), not from the order the "
+               "hooks fire in, which need not be the order of params", quiet=quiet)
     allowed = 3 * shards + 16 * len(sizes) + 64
     check(f"{where}: bytes your optimizer keeps alive between steps, anywhere (yours: {report['kept_bytes']:,}; at "
           f"most m, v and a gradient shard per parameter: {allowed:,}; unsharded Adam's m and v: "
@@ -356,8 +377,9 @@ def _launch_answer(optimizer_class: Callable, world_size: int, cases: list, time
         if error.summary.startswith("OffLimits"):
             _fail(name, error.summary.split(": ", 1)[1], "write the optimizer yourself")
         _fail(name, f"rank {error.rank} raised {error.summary[:300]}",
-              "size every shard from dist.get_world_size() and dist.get_rank(), never a fixed number; the output of "
-              "reduce_scatter_tensor holds 1/N of its input")
+              "size every shard from dist.get_world_size() and dist.get_rank(), never a fixed number (the output of "
+              "reduce_scatter_tensor holds 1/N of its input), and pair each shard with its own parameter through "
+              "the tensor the hook gets (id(p)): the hooks need not fire in the order of params")
     except WorkerTimeout as error:
         _fail(name, f"the ranks did not finish ({error}): one rank waited in a collective the others never ran",
               "every rank runs the same collectives in the same order: one reduce-scatter per parameter in its hook, "
@@ -374,8 +396,10 @@ def zero_check(optimizer_class: Callable, cases: Sequence[ZeroCase], *, shown: i
     ``torch.optim.Adam`` on the whole batch (the data-parallel mean gradient) within :data:`ZERO_ATOL`; backward runs
     one reduce-scatter per parameter (padded to a multiple of N) and nothing else, ``step()`` one all-gather per
     parameter; no ``p.grad`` is left after backward; the peak gradient bytes during backward (see
-    :class:`_GradientProbe`) are at most one largest gradient plus 1/N of all; the bytes kept between steps are at
-    most m, v and a gradient shard per parameter.
+    :class:`_GradientProbe`) are at most one largest gradient plus 1/N of all; the storages backward made that are
+    still alive when it returns, wherever they are kept (a closure, a module-level dict), are the shards only; the
+    bytes kept between steps are at most m, v and a gradient shard per parameter. A case with ``shuffle`` hands the
+    optimizer its parameters in a shuffled order, so that pairing shards with parameters by hook order fails.
     """
     if not callable(optimizer_class):
         raise TypeError(f"optimizer_class must be a class, got {type(optimizer_class).__name__}")

@@ -7,7 +7,9 @@ exactly that way, with ``python -m torch.distributed.run`` (what the ``torchrun`
 ``--standalone``, or several nodes, one ``torchrun`` each, meeting at a c10d rendezvous on this machine, so that a
 script that confuses LOCAL_RANK with RANK, or hard-codes the world size, shows it. Each simulated node gets its own
 ``--out`` path, as real nodes have their own disks: a script that saves on every node's LOCAL_RANK 0 writes two
-files. :func:`script_reference` computes, in this process, the state DDP's rank 0 must end with.
+files. With ``simulate_gpus=True`` every node pretends to have one GPU per process, with ``simulate_gpus=k`` k GPUs
+(:mod:`.fake_cuda`): the job still trains with gloo on the CPU, and :meth:`ScriptRun.gpu_use` says which GPU each rank
+chose and which backend it asked for. :func:`script_reference` computes, in this process, the state DDP's rank 0 must end with.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from gpucourse._validate import positive_int, positive_number
 from gpucourse.progress import running
+from gpucourse.parallel import fake_cuda
 from gpucourse.parallel.workers import LOOPBACK, free_port
 
 SCRIPT_HIDDEN = 16  # hidden width of the script's network (bn_mlp)
@@ -103,6 +107,23 @@ class ScriptRun:
     stopped: str = ""  # why the job was killed: '' (it ended by itself), 'timeout' or 'idle' (every process waiting)
     written: tuple[int, ...] = ()  # the nodes whose --out file exists after the job (each node has its own path)
     prefixed: bool = False  # whether the saved keys began with 'module.' (DDP's wrapper saved, not model.module)
+    gpu_records: dict[int, list[dict]] | None = None  # simulate_gpus: each rank's recorded calls (fake_cuda), by RANK
+    gpus_per_node: int = 0  # the GPUs each node pretended to have (0: none simulated)
+
+    def gpu_use(self) -> dict[int, dict]:
+        """With simulated GPUs, by RANK: its LOCAL_RANK, the CUDA devices it used (set_device, DDP's device_ids,
+        init_process_group's device_id, tensors and modules moved) and the backend it asked for ('' if none)."""
+        if self.gpu_records is None:
+            raise ValueError("the job ran without simulated GPUs: run_script(..., simulate_gpus=True)")
+        use = {}
+        for rank, events in sorted(self.gpu_records.items()):
+            start = next((e for e in events if e["event"] == "start"), {})
+            devices = {e["index"] for e in events if e.get("index") is not None}
+            devices |= {e["device_id"] for e in events if e.get("device_id") is not None}
+            devices |= {i for e in events for i in (e.get("device_ids") or []) if i is not None}
+            backend = next((str(e["backend"]) for e in events if e["event"] == "init_process_group"), "")
+            use[rank] = {"local_rank": start.get("local_rank"), "devices": sorted(devices), "backend": backend}
+        return use
 
     @property
     def world_size(self) -> int:
@@ -237,22 +258,29 @@ the script's, when they are the only error (a job that shows one is run once mor
 
 
 def run_script(script: str | os.PathLike, case: ScriptCase, *, nodes: int = 1, procs_per_node: int = 2,
-               timeout_s: float = 300.0) -> ScriptRun:
+               timeout_s: float = 300.0, simulate_gpus: bool | int = False) -> ScriptRun:
     """Run ``script`` as ``torchrun`` would on ``nodes`` nodes of ``procs_per_node`` processes (all on this machine),
     with ``--data DATA --out OUT --batch-per-rank B --lr LR``; return what it did. The job is stopped after
     ``timeout_s``, or sooner when all its processes sit idle for 20 s (stuck), never because the machine is slow;
     a job that lost its rendezvous store, or failed without any error message (on a loaded machine a gloo job
-    sometimes does), runs once more."""
-    job = _run_script_once(script, case, nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s)
+    sometimes does), runs once more. With ``simulate_gpus`` each node hides its real GPUs and pretends to have one
+    per process (True) or ``simulate_gpus`` of them (:mod:`.fake_cuda`); the job's GPU calls are recorded
+    (:meth:`ScriptRun.gpu_use`)."""
+    if simulate_gpus is True:
+        simulate_gpus = positive_int("procs_per_node", procs_per_node)
+    elif simulate_gpus is not False:
+        simulate_gpus = positive_int("simulate_gpus", simulate_gpus)
+    options = dict(nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s, simulate_gpus=int(simulate_gpus))
+    job = _run_script_once(script, case, **options)
     failure = job.failure()
     if failure and not job.stopped and (any(error in failure for error in RENDEZVOUS_LOST)
                                         or "no error message in its output" in failure):
-        job = _run_script_once(script, case, nodes=nodes, procs_per_node=procs_per_node, timeout_s=timeout_s)
+        job = _run_script_once(script, case, **options)
     return job
 
 
 def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int, procs_per_node: int,
-                     timeout_s: float) -> ScriptRun:
+                     timeout_s: float, simulate_gpus: int) -> ScriptRun:
     """One launch of :func:`run_script`."""
     import numpy as np
     import torch
@@ -284,6 +312,14 @@ def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int,
         gpus = torch.cuda.device_count()
         envs = [env if node_gpus(node, nodes, procs, gpus) is None
                 else {**env, "CUDA_VISIBLE_DEVICES": node_gpus(node, nodes, procs, gpus)} for node in range(nodes)]
+        records = Path(folder) / "gpu_records"
+        if simulate_gpus:  # the fake GPUs' sitecustomize first on the workers' path; the real GPUs hidden
+            shim = Path(folder) / "simulated_gpus"
+            shim.mkdir()
+            records.mkdir()
+            shutil.copyfile(Path(__file__).with_name("fake_cuda.py"), shim / "sitecustomize.py")
+            envs = [{**env, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join([str(shim), python_path]),
+                     fake_cuda.RECORD_ENV: str(records), fake_cuda.COUNT_ENV: str(simulate_gpus)} for env in envs]
         logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
         commands = [_torchrun_command(path.resolve(), nodes, procs, endpoint, run_id, arguments[node], node)
                     for node in range(nodes)]
@@ -298,10 +334,11 @@ def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int,
             prefixed = any(name.startswith("module.") for name in state)
             weights = {name.removeprefix("module."): np.asarray(value.detach().cpu().numpy())
                        for name, value in state.items()}
+        gpu_records = fake_cuda.read_records(records) if simulate_gpus else None
     if any("NotImplementedError" in text for text in outputs):
         raise NotImplementedError(f"{path.name} raised NotImplementedError in its processes: write it first")
     return ScriptRun(case, nodes, procs, [process.returncode for process in processes], outputs, weights, seconds,
-                     commands, stopped, written, prefixed)
+                     commands, stopped, written, prefixed, gpu_records, simulate_gpus)
 
 
 def sampler_shards(samples: int, world_size: int) -> list[list[int]]:

@@ -10,6 +10,7 @@ import shutil
 import socket
 import tarfile
 import time
+from dataclasses import replace
 
 import matplotlib
 
@@ -446,6 +447,22 @@ def test_cnn_takes_colour_images():
     assert colour(torch.zeros(2, 3, 12, 12)).shape == (2, 10)
     with pytest.raises(RuntimeError):
         grey(torch.zeros(2, 3, 12, 12))
+    extra_conv1 = 2 * 12 * 12 * 16 * 2 * 9  # two more input planes into the first convolution, forward
+    assert capstone.training_flops_per_image(12, in_channels=3) - capstone.training_flops_per_image(12) == 3 * extra_conv1
+
+
+def test_colour_data_trains_through_every_feed(digits):
+    """A colour ImageData (N, H, W, 3) trains with the loader feed (per-image conversion) and preloaded on the device."""
+    small = digits.subset(200, 80)
+    colour = replace(small, raw_train=np.repeat(small.raw_train[..., None], 3, axis=-1),
+                     raw_test=np.repeat(small.raw_test[..., None], 3, axis=-1))
+    assert colour.channels == 3 and colour.train_x.shape == (200, 3, 8, 8)
+    for feed in ("loader", "preloaded"):
+        result = capstone.train(colour, TrainConfig(epochs=1, batch_size=50, feed=feed, device="cpu"), progress=False)
+        assert next(result.model.parameters()).shape[1] == 3 and 0 <= result.final_accuracy <= 1
+    assert capstone.speed_score(8, "cpu", batch_size=8, steps=2, warmup=1, in_channels=3) > 0
+    timings = capstone.time_step_variants(8, "cpu", ["eager"], batch_size=8, steps=2, warmup=1, in_channels=3)
+    assert timings[0].variant == "eager"
 
 
 @pytest.mark.parametrize("call, error", [

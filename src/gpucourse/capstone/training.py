@@ -175,12 +175,13 @@ class OnTheFlyImages:
     def __getitem__(self, index: int):
         import torch
 
-        image = torch.from_numpy(self.raw[index].astype(np.float32) / self.scale).unsqueeze(0)
+        image = torch.from_numpy(self.raw[index].astype(np.float32) / self.scale)
+        image = image.unsqueeze(0) if image.ndim == 2 else image.permute(2, 0, 1)  # grey (H, W), colour (H, W, C)
         return image, int(self.labels[index])
 
 
 def evaluate(model, x, y, device: object = None, batch_size: int = 1024, channels_last: bool = False) -> float:
-    """Accuracy of ``model`` on images ``x`` (N, 1, H, W) with labels ``y``, in inference mode, on ``device``."""
+    """Accuracy of ``model`` on images ``x`` (N, C, H, W) with labels ``y``, in inference mode, on ``device``."""
     import torch
 
     batch_size = positive_int("batch_size", batch_size)
@@ -277,7 +278,7 @@ def train(data: ImageData, config: TrainConfig | None = None, *, model=None, pro
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     if model is None:
-        model = small_cnn(data.image_size, num_classes=data.num_classes)
+        model = small_cnn(data.image_size, num_classes=data.num_classes, in_channels=data.channels)
     elif not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or None, got {type(model).__name__}")
     model = model.to(device)
@@ -370,7 +371,7 @@ def train(data: ImageData, config: TrainConfig | None = None, *, model=None, pro
 
 
 def speed_score(image_size: int = 28, device: object = "auto", batch_size: int = 64, steps: int = 20,
-                warmup: int = 5) -> float:
+                warmup: int = 5, in_channels: int = 1) -> float:
     """This device's speed now: images/s of a plain float32 training step of :func:`small_cnn` (median step time)."""
     import torch
     import torch.nn.functional as F
@@ -383,9 +384,10 @@ def speed_score(image_size: int = 28, device: object = "auto", batch_size: int =
     device = _device(device)
     sync = sync_for(device)
     generator = torch.Generator().manual_seed(0)
-    model = small_cnn(size).to(device)
+    in_channels = positive_int("in_channels", in_channels)
+    model = small_cnn(size, in_channels=in_channels).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.rand(batch_size, 1, size, size, generator=generator).to(device)
+    x = torch.rand(batch_size, in_channels, size, size, generator=generator).to(device)
     y = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
 
     def step() -> None:

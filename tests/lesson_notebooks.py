@@ -33,7 +33,8 @@ from nbval.kernel import CURRENT_ENV_KERNEL_NAME, RunningKernel, start_new_kerne
 from nbval.plugin import IPyNbCell, IPyNbFile
 
 from gpucourse import syllabus
-from notebook_utils import ROOT, TAMPERING_PREFIX, nbgrader, source, wrong_answer_sets
+from notebook_utils import (PARTIAL_CREDIT, PARTIAL_CREDIT_PROBE, ROOT, TAMPERING_PREFIX, nbgrader, source,
+                            wrong_answer_sets)
 
 SOLUTION_RUNS = 5  # consecutive passing runs of each test cell with the model answer in place, at most
 REPEATS_AT_LEAST = 2  # runs after nbval's, however slow the test cell (a torchrun job, a kernel in the tracer)
@@ -273,11 +274,13 @@ class LessonNotebook(IPyNbFile):
             meta = nbgrader(item.cell)
             if item.cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
                 exercise = meta["grade_id"].removesuffix("-tests")
+                probe = (PARTIAL_CREDIT_PROBE.format(points=meta["points"])
+                         if meta["grade_id"] in PARTIAL_CREDIT.get(lesson, ()) else None)
                 yield WrongAnswers.from_parent(self, name=f"{exercise}: every wrong answer fails its tests",
                                                exercise=exercise, test_cell=source(item.cell),
-                                               wrong=wrong_sets.get(f"{exercise}-solution", {}))
+                                               wrong=wrong_sets.get(f"{exercise}-solution", {}), probe=probe)
                 yield Repeats.from_parent(self, name=f"{exercise}: the model answer passes again and again",
-                                          exercise=exercise, test_cell=source(item.cell))
+                                          exercise=exercise, test_cell=source(item.cell), probe=probe)
         yield AnswerCoverageItem.from_parent(self, name="every branch of every model answer runs under its tests")
 
 
@@ -308,6 +311,11 @@ class LessonCell(IPyNbCell):
         if stderr.strip():
             pytest.fail(f"{self.parent.path.name}, cell {self.cell_num} wrote to stderr (nbgrader scores a test cell "
                         f"that does 0): {stderr.strip()[:500]}", pytrace=False)
+        if meta.get("grade_id") in PARTIAL_CREDIT.get(self.parent.path.stem, ()):  # the model answer: every point
+            earned = run_code(kernel, PARTIAL_CREDIT_PROBE.format(points=meta["points"]))
+            if earned.failed:
+                pytest.fail(f"{self.parent.path.name}, cell {self.cell_num}: the model answer did not earn every "
+                            f"point: {earned.describe()}", pytrace=False)
 
 
 class KernelItem(pytest.Item):
@@ -333,9 +341,10 @@ class KernelItem(pytest.Item):
 class WrongAnswers(KernelItem):
     """Every wrong answer of one exercise, each followed by the exercise's test cell; then the model answer back."""
 
-    def __init__(self, *, exercise: str, test_cell: str, wrong: dict[str, str], **kwargs) -> None:  # noqa: D107
+    def __init__(self, *, exercise: str, test_cell: str, wrong: dict[str, str], probe: str | None = None,
+                 **kwargs) -> None:  # noqa: D107
         super().__init__(**kwargs)
-        self.exercise, self.test_cell, self.wrong = exercise, test_cell, wrong
+        self.exercise, self.test_cell, self.wrong, self.probe = exercise, test_cell, wrong, probe
 
     def runtest(self) -> None:
         """Each wrong answer must make the test cell fail, by a check rather than a crash."""
@@ -343,6 +352,8 @@ class WrongAnswers(KernelItem):
         for kind, wrong_source in self.wrong.items():
             self._run(wrong_source)
             outcomes[kind] = self._run(self.test_cell)
+            if self.probe and not outcomes[kind].failed:  # partial credit: short of the points is a failure too
+                outcomes[kind] = self._run(self.probe)
         solution_id = f"{self.exercise}-solution"
         model = self.parent.model_answers.get(solution_id)
         if model is None:
@@ -368,9 +379,9 @@ class WrongAnswers(KernelItem):
 class Repeats(KernelItem):
     """The test cell with the model answer in place, run again: nbval's run and these must all pass (no flaky test)."""
 
-    def __init__(self, *, exercise: str, test_cell: str, **kwargs) -> None:  # noqa: D107
+    def __init__(self, *, exercise: str, test_cell: str, probe: str | None = None, **kwargs) -> None:  # noqa: D107
         super().__init__(**kwargs)
-        self.exercise, self.test_cell = exercise, test_cell
+        self.exercise, self.test_cell, self.probe = exercise, test_cell, probe
 
     def runtest(self) -> None:
         """More runs after nbval's, each without an error or stderr: REPEATS_AT_LEAST, then more while they are quick
@@ -378,6 +389,8 @@ class Repeats(KernelItem):
         failed, start, runs = [], time.monotonic(), 0
         while runs < SOLUTION_RUNS - 1 and (runs < REPEATS_AT_LEAST or time.monotonic() - start < REPEAT_BUDGET_S):
             outcome = self._run(self.test_cell)
+            if self.probe and not outcome.failed:  # partial credit: the model answer earns every point, every run
+                outcome = self._run(self.probe)
             runs += 1
             if outcome.failed:
                 failed.append(outcome.describe())

@@ -41,6 +41,13 @@ SLIM_LESSONS: set[str] = set()
 # argmin, issue 31); 15's ZeRO-2 optimizer is (its FSDP2 exercise is the second, issue 31).
 TWO_EXERCISE_LESSONS: set[str] = {"01_architecture", "02_roofline", "12_mixed_precision", "15_sharding",
                                   "16_model_parallelism"}
+# Test cells graded with nbgrader's partial credit (issue 31): the cell ends in the bare name ``tests``, bound by
+# ``@run_now`` to the points the tests return, which nbgrader reads as the cell's score. Every other test cell must
+# not end in a bare expression. A wrong answer fails such a cell by an error or by earning less than its points.
+PARTIAL_CREDIT: dict[str, set[str]] = {"17_capstone": {"ex3-tests"}}
+PARTIAL_CREDIT_PROBE = ("if tests != {points}:\n"
+                        "    raise AssertionError(f'partial credit: {{tests}} of {points} points')\n")
+"""Run after a partial-credit test cell: fails (as nbgrader's score would fall short) unless it earned every point."""
 SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 
@@ -167,9 +174,13 @@ def failure_of_test_cell(lesson: str, grade_id: str, answer: str) -> str | None:
     linecache.cache[filename] = (len(answer), None, answer.splitlines(keepends=True), filename)
     exec(compile(answer, filename, "exec"), names)
     guards_before = list(checks._ACTIVE_GUARDS)
+    tests_id = grade_id.replace("-solution", "-tests")
+    test_cell = cell_by_grade_id({"cells": cells}, tests_id)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(source(cell_by_grade_id({"cells": cells}, grade_id.replace("-solution", "-tests"))), names)
+            exec(source(test_cell), names)
+            if tests_id in PARTIAL_CREDIT.get(lesson, ()):
+                exec(PARTIAL_CREDIT_PROBE.format(points=nbgrader(test_cell)["points"]), names)
     except AssertionError as failure:  # the referee's CheckFailed (its own copy of checks.py) is one
         return str(failure)
     finally:  # outside IPython no cell end restores the test cell's off-limits helpers: restore them here

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import io
 import math
 import shutil
 import socket
+import tarfile
 import time
+from dataclasses import replace
 
 import matplotlib
 
@@ -214,8 +217,11 @@ def test_offline_variable_and_argument_skip_the_download(monkeypatch):
 
 def test_every_dataset_documents_its_target():
     for name, info in capstone.DATASETS.items():
-        assert 0.5 < info["target"] < 1 and len(info["target_note"]) > 40, name
+        assert 0.5 <= info["target"] < 1 and len(info["target_note"]) > 40, name
     assert "not yet measured" in capstone.DATASETS["mnist"]["target_note"]
+    cifar = capstone.DATASETS["cifar10"]
+    assert cifar["target"] == 0.50 and cifar["target_note"].startswith("not measured by the course")
+    assert "Training a Classifier" in cifar["target_note"] and "54%" in cifar["target_note"]
 
 
 def test_subset_is_random_deterministic_and_bounded(digits):
@@ -238,7 +244,7 @@ def test_network_probe_against_local_sockets():
 
 
 @pytest.mark.parametrize("call, error", [
-    (lambda: capstone.load_data("cifar10"), ValueError),
+    (lambda: capstone.load_data("imagenet"), ValueError),
     (lambda: capstone.load_data(7), TypeError),
     (lambda: capstone.load_data("mnist", offline="yes"), TypeError),
     (lambda: capstone.load_data("mnist", limit_train=0), ValueError),
@@ -250,6 +256,8 @@ def test_network_probe_against_local_sockets():
     (lambda: capstone.download_dataset("mnist", mirrors=5), TypeError),
     (lambda: capstone.download_dataset("mnist", mirrors=["ftp://example.org/"]), ValueError),
     (lambda: capstone.download_dataset("mnist", download="yes"), TypeError),
+    (lambda: capstone.download_dataset("cifar10", full_size="no"), TypeError),
+    (lambda: capstone.read_cifar10("cifar-10-binary.tar.gz", full_size=0), TypeError),
 ])
 def test_data_functions_reject_bad_arguments(call, error):
     with pytest.raises(error):
@@ -266,6 +274,158 @@ def test_image_data_rejects_malformed_arrays(digits):
     with pytest.raises(ValueError, match="target_accuracy"):
         ImageData("digits", "x", digits.raw_train, digits.train_y, digits.raw_test, digits.test_y, 16.0,
                   digits.class_names, 1.5)
+    with pytest.raises(ValueError, match="raw_train"):  # colour images have exactly three channels, last
+        ImageData("digits", "x", np.zeros((3, 8, 8, 4), np.uint8), np.zeros(3, np.int64), digits.raw_test,
+                  digits.test_y, 16.0, digits.class_names, 0.9)
+    with pytest.raises(ValueError, match="raw_test"):  # grey training images, colour test images
+        ImageData("digits", "x", digits.raw_train, digits.train_y, np.zeros((2, 8, 8, 3), np.uint8),
+                  np.zeros(2, np.int64), 16.0, digits.class_names, 0.9)
+
+
+def test_grey_images_keep_one_channel_and_their_bytes(digits):
+    assert digits.channels == 1 and digits.train_x.shape == (len(digits.train_y), 1, 8, 8)
+    np.testing.assert_array_equal(digits.test_x, (digits.raw_test.astype(np.float32) / np.float32(16.0))[:, None])
+    assert "colour" not in digits.describe()
+
+
+# --------------------------------------------------------------------------- CIFAR-10 (binary version)
+
+CIFAR_RECORD = 1 + 3 * 32 * 32
+
+
+def cifar_record(label: int, planes: np.ndarray) -> bytes:
+    """One record as CIFAR-10's page defines it: the label byte, then red, green and blue 32x32 planes, row-major."""
+    assert planes.shape == (3, 32, 32)
+    return bytes([label]) + b"".join(np.ascontiguousarray(plane, np.uint8).tobytes() for plane in planes)
+
+
+def write_tar_gz(path, members: dict) -> None:
+    """A gzip-compressed tar archive holding ``members`` (name -> bytes)."""
+    with tarfile.open(path, "w:gz") as archive:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+
+
+def fake_cifar10(folder, per_batch: int = 3, n_test: int = 4, seed: int = 0, **replace_members) -> dict:
+    """A tiny cifar-10-binary.tar.gz in ``folder``: ``per_batch`` records in each of the five training batches.
+
+    Training image 0 is black but for one red pixel (row 2, column 5); ``replace_members`` swaps a member's bytes
+    (None drops it). Returns the labels and the (N, 3, 32, 32) planes written.
+    """
+    rng = np.random.default_rng(seed)
+    planes = {"train": rng.integers(0, 256, (5 * per_batch, 3, 32, 32), dtype=np.uint8),
+              "test": rng.integers(0, 256, (n_test, 3, 32, 32), dtype=np.uint8)}
+    planes["train"][0] = 0
+    planes["train"][0, 0, 2, 5] = 255
+    labels = {"train": rng.integers(0, 10, 5 * per_batch), "test": rng.integers(0, 10, n_test)}
+    members = {"cifar-10-batches-bin/batches.meta.txt": b"airplane\nautomobile\n"}
+    for batch in range(5):
+        rows = range(batch * per_batch, (batch + 1) * per_batch)
+        members[f"cifar-10-batches-bin/data_batch_{batch + 1}.bin"] = b"".join(
+            cifar_record(int(labels["train"][i]), planes["train"][i]) for i in rows)
+    members["cifar-10-batches-bin/test_batch.bin"] = b"".join(
+        cifar_record(int(labels["test"][i]), planes["test"][i]) for i in range(n_test))
+    for short_name, content in replace_members.items():
+        name = f"cifar-10-batches-bin/{short_name}.bin"
+        if content is None:
+            del members[name]
+        else:
+            members[name] = content
+    folder.mkdir(parents=True, exist_ok=True)
+    write_tar_gz(folder / capstone.CIFAR10_ARCHIVE, members)
+    return {"planes": planes, "labels": labels}
+
+
+def test_cifar10_from_a_file_mirror_then_from_the_cache(tmp_path, monkeypatch):
+    """The real download path (urllib on a file:// mirror) reads the archive's records into colour images."""
+    written = fake_cifar10(tmp_path / "mirror")
+    monkeypatch.undo()  # the real fetch_url, still no network: file:// needs none
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: pytest.fail("file:// needs no probe"))
+    cache = tmp_path / "cache"
+    data = capstone.download_dataset("cifar10", mirrors=[(tmp_path / "mirror").as_uri()], cache_dir=cache,
+                                     full_size=False)
+    assert data.name == "cifar10" and data.fallback_reason is None and data.target_accuracy == 0.50
+    assert data.channels == 3 and data.image_size == 32 and data.class_names[0] == "airplane"
+    assert data.raw_train.shape == (15, 32, 32, 3) and data.raw_train.dtype == np.uint8
+    assert data.train_x.shape == (15, 3, 32, 32) and data.test_x.shape == (4, 3, 32, 32)
+    assert data.train_x.dtype == np.float32 and data.train_x.flags.c_contiguous and data.train_y.dtype == np.int64
+    assert data.raw_train[0, 2, 5].tolist() == [255, 0, 0]  # the red plane's pixel is red
+    assert data.train_x[0, :, 2, 5].tolist() == [1.0, 0.0, 0.0] and data.train_x[0].sum() == 1.0  # channel 0
+    np.testing.assert_allclose(data.test_x, written["planes"]["test"] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(data.train_y, written["labels"]["train"])
+    np.testing.assert_array_equal(data.test_y, written["labels"]["test"])
+    assert "32x32 colour" in data.describe() and "15 training" in data.describe()
+    assert data.subset(5, 2).train_x.shape == (5, 3, 32, 32)
+    assert [p.name for p in (cache / "cifar10").iterdir()] == [capstone.CIFAR10_ARCHIVE]
+    fetch = CountingFetch(tmp_path / "mirror")
+    monkeypatch.setattr(capstone.datasets, "fetch_url", fetch)
+    again = capstone.download_dataset("cifar10", mirrors=["https://mirror.invalid/"], cache_dir=cache,
+                                      download=False, full_size=False)
+    assert fetch.urls == [] and len(again.train_y) == 15
+
+
+def test_cifar10_corrupt_cache_is_fetched_again(tmp_path, monkeypatch):
+    fake_cifar10(tmp_path / "mirror", per_batch=2, n_test=2)
+    fetch = CountingFetch(tmp_path / "mirror")
+    monkeypatch.setattr(capstone.datasets, "fetch_url", fetch)
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
+    cache = tmp_path / "cache"
+    first = capstone.download_dataset("cifar10", mirrors=["https://up.invalid/c/"], cache_dir=cache, full_size=False)
+    assert fetch.urls == ["https://up.invalid/c/cifar-10-binary.tar.gz"] and len(first.train_y) == 10
+    archive = cache / "cifar10" / capstone.CIFAR10_ARCHIVE
+    archive.write_bytes(archive.read_bytes()[:1000])  # a truncated cache
+    again = capstone.download_dataset("cifar10", mirrors=["https://up.invalid/c/"], cache_dir=cache, full_size=False)
+    assert len(fetch.urls) == 2 and len(again.train_y) == 10 and again.channels == 3
+
+
+def test_cifar10_real_size_check_rejects_a_small_archive_unless_told(tmp_path, monkeypatch):
+    fake_cifar10(tmp_path)
+    path = tmp_path / capstone.CIFAR10_ARCHIVE
+    with pytest.raises(ValueError, match="15 train records, the real CIFAR-10 50,000"):
+        capstone.read_cifar10(path)
+    assert capstone.read_cifar10(path, full_size=False)["train_images"].shape == (15, 32, 32, 3)
+    monkeypatch.setattr(capstone.datasets, "fetch_url", CountingFetch(tmp_path))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
+    with pytest.raises(OSError, match="50,000"):  # download_dataset checks the real size by default
+        capstone.download_dataset("cifar10", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
+    assert not any((tmp_path / "cache" / "cifar10").iterdir())
+
+
+@pytest.mark.parametrize("members, message", [
+    ({"data_batch_3": None}, "lacks cifar-10-batches-bin/data_batch_3.bin"),
+    ({"test_batch": b"\x01" * (CIFAR_RECORD - 1)}, "not a whole number of 3,073-byte records"),
+    ({"data_batch_1": b""}, "not a whole number"),
+    ({"test_batch": bytes([10]) + bytes(CIFAR_RECORD - 1)}, "labels must be class numbers 0-9"),
+])
+def test_read_cifar10_rejects_archives_that_are_not_cifar10(tmp_path, members, message):
+    fake_cifar10(tmp_path, **members)
+    with pytest.raises(ValueError, match=message):
+        capstone.read_cifar10(tmp_path / capstone.CIFAR10_ARCHIVE, full_size=False)
+
+
+@pytest.mark.parametrize("content", [b"not gzip at all", gzip.compress(b"gzip but no tar " * 64, mtime=0)])
+def test_read_cifar10_rejects_files_that_are_not_tar_gz(tmp_path, content):
+    path = tmp_path / capstone.CIFAR10_ARCHIVE
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="not a readable tar.gz"):
+        capstone.read_cifar10(path, full_size=False)
+
+
+def test_cifar10_falls_back_to_the_digits_like_mnist(tmp_path, monkeypatch):
+    offline = capstone.load_data("cifar10", offline=True)
+    assert offline.name == "digits" and "GPUCOURSE_OFFLINE" in offline.fallback_reason and offline.channels == 1
+    unreachable = capstone.load_data("cifar10")  # the fixture's probe: no network
+    assert unreachable.name == "digits" and "www.cs.toronto.edu cannot be reached" in unreachable.fallback_reason
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / capstone.CIFAR10_ARCHIVE).write_bytes(b"an error page, not an archive")
+    monkeypatch.setattr(capstone.datasets, "fetch_url", CountingFetch(tmp_path / "mirror"))
+    monkeypatch.setattr(capstone.datasets, "network_available", lambda *args, **kwargs: True)
+    corrupt = capstone.load_data("cifar10", mirrors=["https://up.invalid/"], cache_dir=tmp_path / "cache")
+    assert corrupt.name == "digits" and "download failed" in corrupt.fallback_reason
+    assert "not a readable tar.gz" in corrupt.fallback_reason
+    assert not any((tmp_path / "cache" / "cifar10").iterdir())  # nothing half-valid kept
 
 
 # --------------------------------------------------------------------------- the model
@@ -281,7 +441,32 @@ def test_cnn_parameters_and_flops(size, params, flops):
     assert model(torch.zeros(2, 1, size, size)).shape == (2, 10)
 
 
+def test_cnn_takes_colour_images():
+    grey, colour = capstone.small_cnn(12), capstone.small_cnn(12, in_channels=3)
+    assert capstone.count_parameters(colour) - capstone.count_parameters(grey) == 2 * 16 * 9  # two more input planes
+    assert colour(torch.zeros(2, 3, 12, 12)).shape == (2, 10)
+    with pytest.raises(RuntimeError):
+        grey(torch.zeros(2, 3, 12, 12))
+    extra_conv1 = 2 * 12 * 12 * 16 * 2 * 9  # two more input planes into the first convolution, forward
+    assert capstone.training_flops_per_image(12, in_channels=3) - capstone.training_flops_per_image(12) == 3 * extra_conv1
+
+
+def test_colour_data_trains_through_every_feed(digits):
+    """A colour ImageData (N, H, W, 3) trains with the loader feed (per-image conversion) and preloaded on the device."""
+    small = digits.subset(200, 80)
+    colour = replace(small, raw_train=np.repeat(small.raw_train[..., None], 3, axis=-1),
+                     raw_test=np.repeat(small.raw_test[..., None], 3, axis=-1))
+    assert colour.channels == 3 and colour.train_x.shape == (200, 3, 8, 8)
+    for feed in ("loader", "preloaded"):
+        result = capstone.train(colour, TrainConfig(epochs=1, batch_size=50, feed=feed, device="cpu"), progress=False)
+        assert next(result.model.parameters()).shape[1] == 3 and 0 <= result.final_accuracy <= 1
+    assert capstone.speed_score(8, "cpu", batch_size=8, steps=2, warmup=1, in_channels=3) > 0
+    timings = capstone.time_step_variants(8, "cpu", ["eager"], batch_size=8, steps=2, warmup=1, in_channels=3)
+    assert timings[0].variant == "eager"
+
+
 @pytest.mark.parametrize("call, error", [
+    (lambda: capstone.small_cnn(8, in_channels=0), ValueError),
     (lambda: capstone.small_cnn(3), ValueError),
     (lambda: capstone.small_cnn(8.0), TypeError),
     (lambda: capstone.small_cnn(8, channels=16), TypeError),
@@ -451,6 +636,65 @@ def test_time_budget_known_values_and_scaling():
         capstone.time_budget_s(100.0, 10)
     with pytest.raises(ValueError, match="images_per_s"):
         capstone.time_budget_s(100, 0)
+
+
+# --------------------------------------------------------------------------- the race against the first attempt
+
+def test_first_attempt_reaches_the_digits_target_with_the_size_and_channels_it_is_given():
+    digits = capstone.load_digits_data()
+    model = capstone.first_attempt(digits.train_x, digits.train_y, "cpu", images=6_000)
+    assert not model.training and capstone.evaluate(model, digits.test_x, digits.test_y, "cpu") >= 0.95
+    colour = np.repeat(np.pad(digits.train_x[:200], ((0, 0), (0, 0), (2, 2), (2, 2))), 3, axis=1)
+    model = capstone.first_attempt(colour, digits.train_y[:200], "cpu", images=400)
+    assert model(torch.zeros(1, 3, 12, 12)).shape == (1, 10)
+    with pytest.raises(ValueError, match="train_x"):
+        capstone.first_attempt(digits.train_x[:, 0], digits.train_y)
+    with pytest.raises(ValueError, match="train_y"):
+        capstone.first_attempt(digits.train_x, digits.train_y[:-1])
+
+
+def test_race_alternates_the_two_and_divides_the_medians(monkeypatch):
+    """Yours first, then the first attempt twice, then yours...: each call timed, the medians divided."""
+    seconds = {"yours": [1.0, 3.0, 2.0], "baseline": [10.0, 30.0, 20.0]}
+    calls, now = [], [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    x, y = np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.int64)
+
+    def runner(side):
+        def run(train_x, train_y, device):
+            assert train_x.shape == (4, 1, 8, 8) and str(device) == "cpu"
+            calls.append(side)
+            now[0] += seconds[side][sum(c == side for c in calls) - 1]
+            return f"model {len(calls)}"
+        return run
+
+    race = capstone.race(runner("yours"), x, y, "cpu", rounds=3, baseline=runner("baseline"))
+    assert calls == ["yours", "baseline", "baseline", "yours", "yours", "baseline"]
+    assert race.yours_s == [1.0, 3.0, 2.0] and race.baseline_s == [10.0, 30.0, 20.0]
+    assert race.speedup == pytest.approx(10.0) and race.model == "model 5"
+    assert "speed-up 10.00x" in race.summary()
+    calls.clear()
+    seconds = {"yours": [1.0, 3.0], "baseline": [10.0, 2.0]}
+    race = capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), thresholds=[2.0, 1.5])
+    assert calls == ["yours", "baseline"] and race.speedup == pytest.approx(10.0)  # far from both: one round
+    calls.clear()
+    seconds = {"yours": [1.0, 3.0], "baseline": [2.2, 2.0]}
+    race = capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), thresholds=[2.0, 1.5])
+    assert calls == ["yours", "baseline", "baseline", "yours"]  # 2.2x is near 2: a second round
+    calls.clear()
+
+    def judge(model):
+        raise AssertionError(f"{model} is wrong")
+
+    with pytest.raises(AssertionError, match="model 1 is wrong"):  # judged before the first attempt runs
+        capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), judge=judge)
+    assert calls == ["yours"]
+    with pytest.raises(TypeError, match="judge"):
+        capstone.race(runner("yours"), x, y, "cpu", judge="strict")
+    with pytest.raises(TypeError, match="train_fn"):
+        capstone.race("not a function", x, y, "cpu")
+    with pytest.raises(ValueError, match="rounds"):
+        capstone.race(runner("yours"), x, y, "cpu", rounds=0)
 
 
 # --------------------------------------------------------------------------- reports and plots

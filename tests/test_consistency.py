@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from notebook_utils import (LESSONS, ROOT, SLIM_LESSONS, TWO_EXERCISE_LESSONS, HIDDEN_REGION, SOLUTION_REGION, course,
+from notebook_utils import (LESSONS, PARTIAL_CREDIT, ROOT, SLIM_LESSONS, TWO_EXERCISE_LESSONS, HIDDEN_REGION, SOLUTION_REGION, course,
                             ends_in_bare_expression, exercises, load, nbgrader, release_path, solution_path, source,
                             wrong_answers, written_answers)
 
@@ -96,7 +97,12 @@ def test_test_cells_follow_the_rules(lesson: str) -> None:
         assert text.count("### BEGIN HIDDEN TESTS") == 1 == text.count("### END HIDDEN TESTS"), meta["grade_id"]
         visible = HIDDEN_REGION.sub("", text)
         assert "check(" in visible or "assert " in visible, f"{meta['grade_id']}: no visible check"
-        assert not ends_in_bare_expression(text), f"{meta['grade_id']}: ends in a bare expression"
+        if meta["grade_id"] in PARTIAL_CREDIT.get(lesson, ()):  # nbgrader reads the points it ends in
+            last = ast.parse(text).body[-1]
+            assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Name) and last.value.id == "tests", \
+                f"{meta['grade_id']}: a partial-credit cell ends in the bare name `tests` (the points @run_now bound)"
+        else:
+            assert not ends_in_bare_expression(text), f"{meta['grade_id']}: ends in a bare expression"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

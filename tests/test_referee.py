@@ -220,3 +220,14 @@ def test_tampering_goes_into_the_answer_function_after_its_docstring() -> None:
         with_tampering({"ex1-solution": {"constant": constant}}, references={"ex2-solution": "r(a)"})
     with pytest.raises(ValueError, match="defines the answer"):
         tampering("x = 1\n")
+
+
+def test_run_now_binds_the_cell_name_to_what_the_tests_return():
+    """A partial-credit test cell ends in the bare name `tests`: @run_now binds it to the points the tests return
+    (nbgrader reads that number as the score); every other test cell's tests return None."""
+    from gpucourse.referee import run_now
+
+    assert run_now(lambda: 2) == 2
+    assert run_now(lambda: None) is None
+    with pytest.raises(TypeError, match="decorates"):
+        run_now(3)

@@ -17,7 +17,7 @@ import symtable
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-from notebook_utils import HIDDEN_REGION, LESSONS, load, nbgrader, release_path, solution_path, source
+from notebook_utils import HIDDEN_REGION, LESSONS, PARTIAL_CREDIT, load, nbgrader, release_path, solution_path, source
 
 CHECKER_NAMES = {"check", "check_raises", "off_limits"}
 REFERENCE_NAME = re.compile(r"^_?(expected|reference|model|correct|right_answer)", re.I)
@@ -50,9 +50,15 @@ CELLS = [(lesson, exercise, code) for lesson in LESSONS for exercise, code in _t
 IDS = [f"{lesson}-{exercise}" for lesson, exercise, _ in CELLS]
 
 
-def shape_problems(exercise: str, code: str) -> list[str]:
-    """What is wrong with a test cell's outline: docstring, referee import, one @run_now tests() and nothing else."""
+def shape_problems(exercise: str, code: str, partial_credit: bool = False) -> list[str]:
+    """What is wrong with a test cell's outline: docstring, referee import, one @run_now tests() and nothing else
+    (but, in a cell graded with partial credit (notebook_utils.PARTIAL_CREDIT), the bare name `tests` last)."""
     body = ast.parse(code).body
+    if partial_credit:
+        last = body[-1] if body else None
+        if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Name) and last.value.id == "tests"):
+            return ["a partial-credit cell must end in the bare name `tests` (the points @run_now bound)"]
+        body = body[:-1]
     number = exercise.removeprefix("ex")
     problems = []
     if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
@@ -111,7 +117,7 @@ def visible_references(code: str) -> list[str]:
 @pytest.mark.parametrize(("lesson", "exercise", "code"), CELLS, ids=IDS)
 def test_a_test_cell_is_one_function_run_at_once_with_the_referees_checker(lesson: str, exercise: str,
                                                                            code: str) -> None:
-    problems = shape_problems(exercise, code)
+    problems = shape_problems(exercise, code, f"{exercise}-tests" in PARTIAL_CREDIT.get(lesson, ()))
     assert not problems, f"{lesson} {exercise}-tests:\n  " + "\n  ".join(problems)
 
 

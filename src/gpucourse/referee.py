@@ -555,12 +555,14 @@ def _referee(state: _Snapshot, private: types.ModuleType, exercise: str) -> tupl
     return check, check_raises
 
 
-def run_now(tests: object) -> None:
+def run_now(tests: object) -> object:
     """Run a test cell's tests at once (a decorator): the names they compute stay inside the function, where an
-    answer's code cannot read or replace them; the cell's name ``tests`` is left bound to None."""
+    answer's code cannot read or replace them. The cell's name ``tests`` is left bound to what they return: None,
+    or, in a cell graded with partial credit, the points earned (the cell then ends in the bare name ``tests``,
+    which nbgrader reads as that many points)."""
     if not callable(tests):
         raise TypeError(f"run_now decorates the test cell's function, got {type(tests).__name__}")
-    tests()
+    return tests()
 
 
 def _load() -> tuple[object, object, object, type, type]:

@@ -57,20 +57,26 @@ EX2_GREEDY = '''\
 
 EX3_SIGNATURE = '''\
 def train_to_target(train_x: np.ndarray, train_y: np.ndarray, device) -> torch.nn.Module:
-    """Train a fresh small_cnn on (train_x, train_y) on `device`, fast, and return it."""
+    """Train a fresh small_cnn on (train_x, train_y) on `device`, faster than the first attempt; return it."""
 '''
 
 EX3_GOOD_LOOP = '''\
-    optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
-    for _ in range(max(2, math.ceil(30_000 / len(y)))):
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(max(2, math.ceil(15_000 / len(y)))):
         order = torch.randperm(len(y), device=device)
-        for start in range(0, len(y), 128):
-            index = order[start:start + 128]
+        for start in range(0, len(y), 256):
+            index = order[start:start + 256]
             loss = F.cross_entropy(net(x[index]), y[index])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
     return net.eval()
+'''
+
+EX3_ON_THE_DEVICE = '''\
+    torch.manual_seed(0)
+    x = torch.as_tensor(train_x, device=device)
+    y = torch.as_tensor(train_y, device=device)
 '''
 
 WRONG: dict[str, dict[str, str]] = {
@@ -181,16 +187,8 @@ WRONG: dict[str, dict[str, str]] = {
         x = torch.as_tensor(DATA.train_x, device=device)
         y = torch.as_tensor(DATA.train_y, device=device)
         net = capstone.small_cnn(DATA.image_size).to(device)
-        optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
-        for _ in range(max(2, math.ceil(30_000 / len(y)))):
-            order = torch.randperm(len(y), device=device)
-            for start in range(0, len(y), 128):
-                index = order[start:start + 128]
-                loss = F.cross_entropy(net(x[index]), y[index])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-        FIXED_MODEL = net.eval()
+''' + "\n".join("    " + line if line else line for line in EX3_GOOD_LOOP.replace(
+            "    return net.eval()\n", "    FIXED_MODEL = net.eval()\n").splitlines()) + '''
     return FIXED_MODEL
 ''',
         # The package's training loop on an ImageData built from the arguments: capstone.train is off-limits.
@@ -198,21 +196,23 @@ WRONG: dict[str, dict[str, str]] = {
     from dataclasses import replace as _replace
 
     data = _replace(DATA, raw_train=(train_x[:, 0] * 255).astype(np.uint8), train_y=np.asarray(train_y), scale=255.0)
-    return capstone.train(data, capstone.TrainConfig(epochs=4, batch_size=128, device=str(device)), progress=False).model
+    return capstone.train(data, capstone.TrainConfig(epochs=4, batch_size=256, device=str(device)), progress=False).model
 ''',
         # Trains on the notebook's DATA instead of its arguments: right on the visible test only.
         "visible_only": EX3_SIGNATURE + '''\
     torch.manual_seed(0)
     x = torch.as_tensor(DATA.train_x, device=device)
     y = torch.as_tensor(DATA.train_y, device=device)
-    net = capstone.small_cnn(x.shape[-1]).to(device)
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
 ''' + EX3_GOOD_LOOP,
+        # Fast only on the visible data: the epochs and batch that suit its 1,438 images, hard-coded. On a set of
+        # 360 images ten passes are too few to reach the target.
+        "fast_on_visible_data_only": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
+''' + EX3_GOOD_LOOP.replace("range(max(2, math.ceil(15_000 / len(y))))", "range(10)"),
         # A configuration that cannot reach the target: plain SGD with a small step, no shuffling, two passes.
-        "typical": EX3_SIGNATURE + '''\
-    torch.manual_seed(0)
-    x = torch.as_tensor(train_x, device=device)
-    y = torch.as_tensor(train_y, device=device)
-    net = capstone.small_cnn(x.shape[-1]).to(device)
+        "typical": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     for _ in range(2):
         for start in range(0, len(y), 128):
@@ -222,13 +222,38 @@ WRONG: dict[str, dict[str, str]] = {
             optimizer.step()
     return net.eval()
 ''',
+        # Fast, but never shuffled: a set delivered sorted by class trains on one class at a time.
+        "no_shuffle": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
+''' + EX3_GOOD_LOOP.replace("torch.randperm(len(y), device=device)", "torch.arange(len(y), device=device)"),
         # Builds the network for the notebook's image size instead of the size of the images it is given.
-        "fixed_size": EX3_SIGNATURE + '''\
-    torch.manual_seed(0)
-    x = torch.as_tensor(train_x, device=device)
-    y = torch.as_tensor(train_y, device=device)
+        "fixed_size": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
     net = capstone.small_cnn(DATA.image_size).to(device)
 ''' + EX3_GOOD_LOOP,
+        # Grey images only: the network's first layer takes one channel, whatever train_x holds.
+        "grey_only": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1]).to(device)
+''' + EX3_GOOD_LOOP,
+        # The first attempt's own loop, submitted unchanged: it reaches the target (1 point), no faster (no more).
+        "first_attempt_loop": EX3_SIGNATURE + '''\
+    torch.manual_seed(0)
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(train_x), torch.from_numpy(train_y))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=32, shuffle=True)
+    net = capstone.small_cnn(train_x.shape[-1], in_channels=train_x.shape[1]).to(device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
+    net.train()
+    for _ in range(max(4, math.ceil(20_000 / len(train_y)))):
+        for xb, yb in loader:
+            loss = F.cross_entropy(net(xb.to(device)), yb.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return net.eval()
+''',
+        # A bigger, faster-learning network: the race compares training, not networks.
+        "other_network": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], channels=(32, 64), in_channels=x.shape[1]).to(device)
+''' + EX3_GOOD_LOOP.replace("math.ceil(15_000 / len(y))", "math.ceil(8_000 / len(y))"),
     },
 }
 

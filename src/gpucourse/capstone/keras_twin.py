@@ -40,7 +40,7 @@ def train_keras(data: ImageData, epochs: int = 3, batch_size: int = 128, lr: flo
         keras.mixed_precision.set_global_policy("mixed_float16" if has_gpu else "mixed_bfloat16")
     try:
         keras.utils.set_random_seed(0)
-        model = keras_small_cnn(data.image_size, num_classes=data.num_classes)
+        model = keras_small_cnn(data.image_size, num_classes=data.num_classes, in_channels=data.channels)
         model.compile(optimizer=keras.optimizers.Adam(lr),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
         x_train, x_test = data.train_x.transpose(0, 2, 3, 1), data.test_x.transpose(0, 2, 3, 1)

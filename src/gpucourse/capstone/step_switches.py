@@ -52,7 +52,7 @@ def payback_steps(variant: StepTiming, eager: StepTiming) -> float:
 
 def time_step_variants(image_size: int, device: object = "auto", variants: Sequence[str] = ("eager", "torch.compile"),
                        batch_size: int = 128, steps: int = 20, warmup: int = 3,
-                       backend: str | None = None) -> list[StepTiming]:
+                       backend: str | None = None, in_channels: int = 1) -> list[StepTiming]:
     """Time a training step of :func:`small_cnn` in each variant: first call (synchronised), then the median step."""
     import torch
 
@@ -64,6 +64,7 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
     size = _image_size(image_size)
     batch_size, steps = positive_int("batch_size", batch_size), positive_int("steps", steps)
     warmup = non_negative_int("warmup", warmup)
+    in_channels = positive_int("in_channels", in_channels)
     if isinstance(variants, str) or not all(isinstance(v, str) for v in variants) or not variants:
         raise TypeError(f"variants must be a non-empty list of names from {list(VARIANTS)}, got {variants!r}")
     unknown = [v for v in variants if v not in VARIANTS]
@@ -77,7 +78,7 @@ def time_step_variants(image_size: int, device: object = "auto", variants: Seque
         backend = compile_backend()[0] if any("compile" in v for v in variants) else "eager"
     sync = sync_for(device)
     generator = torch.Generator().manual_seed(0)
-    x = torch.rand(batch_size, 1, size, size, generator=generator).to(device)
+    x = torch.rand(batch_size, in_channels, size, size, generator=generator).to(device)
     y = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
     results = []
     with quiet():  # inductor's TF32 notice too: every variant times the same float32 step, TF32 off (lesson 12)
@@ -95,7 +96,7 @@ def _time_variant(variant: str, backend: str, size: int, x, y, device, sync, ste
     from gpucourse.timing import benchmark
 
     torch.manual_seed(0)
-    model = small_cnn(size).to(device)
+    model = small_cnn(size, in_channels=x.shape[1]).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     net, used = model, "eager"
     if variant == "torch.compile":

@@ -169,6 +169,35 @@ WRONG: dict[str, dict[str, str]] = {
 
     return ClassSorted()
 ''',
+        # Review v3r7 (m1): runs of 8, then of 4, images of one class (each class shuffled, cut into runs, the runs
+        # shuffled): every batch holds eight or sixteen clumps of one label. Passed the old line (labels per batch at
+        # least half a shuffled batch's); fails the same-label pair share (at most 1.25x a shuffled batch's).
+        "r7_class_runs_8": _EX1 + _DECODE_ONCE + '''\
+    class Runs:
+        def __iter__(self):
+            runs = []
+            for c in torch.unique(y):
+                index = torch.nonzero(y == c).flatten()
+                runs += list(torch.split(index[torch.randperm(len(index))], 8))
+            index = torch.cat([runs[i] for i in torch.randperm(len(runs))])
+            for start in range(0, len(y), batch_size):
+                yield x[index[start:start + batch_size]], y[index[start:start + batch_size]]
+
+    return Runs()
+''',
+        "r7_class_runs_4": _EX1 + _DECODE_ONCE + '''\
+    class Runs:
+        def __iter__(self):
+            runs = []
+            for c in torch.unique(y):
+                index = torch.nonzero(y == c).flatten()
+                runs += list(torch.split(index[torch.randperm(len(index))], 4))
+            index = torch.cat([runs[i] for i in torch.randperm(len(runs))])
+            for start in range(0, len(y), batch_size):
+                yield x[index[start:start + batch_size]], y[index[start:start + batch_size]]
+
+    return Runs()
+''',
     },
     "ex2-solution": {
         # Review v3r4 (M3): batch, then cache, then shuffle whole batches (and the images inside each): the model
@@ -264,6 +293,42 @@ WRONG: dict[str, dict[str, str]] = {
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(len(images)).batch(batch_size)
     return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(0)
+''',
+        # Review v3r7 (M1): images shuffled within a window of one batch (then 2 and 4 batches, then 1,000 images),
+        # batched, then the batches shuffled with a buffer of n: every batch still holds neighbouring images of the
+        # stored order (on data stored class by class, a few classes per batch). Passed when any shuffle above the
+        # cache, batch-level ones included, counted towards the whole-set check.
+        "r7_window_1x_then_batch_shuffle": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(batch_size).batch(batch_size)
+    return ds.shuffle(len(images)).map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        "r7_window_2x_then_batch_shuffle": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(2 * batch_size).batch(batch_size)
+    return ds.shuffle(len(images)).map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        "r7_window_4x_then_batch_shuffle": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(4 * batch_size).batch(batch_size)
+    return ds.shuffle(len(images)).map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        "r7_buffer_1000_then_batch_shuffle": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(1000).batch(batch_size)
+    return ds.shuffle(len(images)).map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r7 (M1), a variant: a window of 3 batches, then a small buffer of batches after batch().
+        "r7_window_3x_then_small_batch_shuffle": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(3 * batch_size).batch(batch_size)
+    return ds.shuffle(64).map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+''',
+        # Review v3r7 (m5): the model answer with repeat(): the dataset never ends (it hung the test cell before).
+        "r7_repeat": _EX2 + '''\
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(len(images)).batch(batch_size)
+    return ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE).repeat().prefetch(tf.data.AUTOTUNE)
 ''',
         # Review v3r2: an identity map in parallel, then the decode one image at a time.
         "r2_identity_parallel_map": _EX2 + '''\

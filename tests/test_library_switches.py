@@ -166,3 +166,97 @@ def test_atomic_sum_raises_under_deterministic_algorithms_only_when_flagged() ->
         ls.atomic_sum(chance=2.0)
     with pytest.raises(ValueError, match="period"):
         ls.atomic_sum(period=0)
+
+
+def _lesson_07_cell(starts: str) -> dict:
+    """Lesson 07's handed-over record_calls and its model answer of Exercise 3, run in a fresh namespace."""
+    from notebook_utils import cell_by_grade_id, load, solution_path, source
+
+    cells = load(solution_path("07_gpu_libraries"))["cells"]
+    names: dict = {"torch": torch, "nn": torch.nn}
+    exec(next(source(c) for c in cells if source(c).startswith(starts)).split("\n\n\n# Example")[0], names)
+    exec(source(cell_by_grade_id({"cells": cells}, "ex3-solution")), names)
+    return names
+
+
+def test_lesson_07_record_calls_copies_tensors_inside_tuples_and_keeps_other_values() -> None:
+    """Review 07 v3r10 m2: nn.LSTM, nn.LSTMCell and nn.TransformerEncoderLayer return tuples or take keywords."""
+    from torch import nn
+
+    names = _lesson_07_cell("def record_calls")
+    record_calls = names["record_calls"]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        lstm = nn.LSTM(4, 6)
+        x = torch.randn(3, 2, 4)
+        ((name, inputs, output),) = record_calls(nn.Sequential(lstm), x)   # a Sequential of one: output passes through
+        y, (h, c) = lstm(x)
+        assert name == "0" and len(inputs) == 1 and torch.equal(inputs[0], x)
+        assert isinstance(output, tuple) and torch.equal(output[0], y) and torch.equal(output[1][1], c)
+        assert output[0] is not y and output[1][0].data_ptr() != h.data_ptr()   # copies, not the module's tensors
+
+        class Cell(nn.Module):   # a module that takes a non-tensor argument and a tuple of tensors
+            def __init__(self) -> None:
+                super().__init__()
+                self.cell = nn.LSTMCell(4, 5)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                state = None
+                for step in x:
+                    state = self.cell(step, state)
+                return state[0]
+
+        calls = record_calls(Cell(), x)
+        assert [name for name, _, _ in calls] == ["cell"] * 3
+        assert calls[0][1][1] is None and isinstance(calls[1][1][1], tuple) and len(calls[1][1][1]) == 2
+        assert all(isinstance(out, tuple) and len(out) == 2 for _, _, out in calls)
+
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)   # training mode: no fast path, every submodule runs
+        calls = record_calls(layer, torch.randn(3, 2, 8))
+        attention = next(call for call in calls if call[0] == "self_attn")
+        assert len(attention[1]) >= 3 and isinstance(attention[2], tuple)   # query, key, value and keywords; a tuple
+        assert [name for name, _, _ in calls][-1] == "norm2"
+
+        class InPlace(nn.Module):
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return x.mul_(2)
+
+        x = torch.ones(2)
+        ((_, inputs, output),) = record_calls(nn.Sequential(InPlace()), x)
+        assert torch.equal(inputs[0], torch.ones(2)) and torch.equal(output, torch.full((2,), 2.0))   # copied before
+
+
+def test_lesson_07_model_answer_reads_tuple_outputs() -> None:
+    """The model answer of Exercise 3 compares tuples bit for bit: an LSTM before the culprit, and none."""
+    from torch import nn
+
+    names = _lesson_07_cell("def record_calls")
+    find = names["find_nondeterministic"]
+
+    class Model(nn.Module):
+        def __init__(self, culprit: bool) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(4, 8, batch_first=True)
+            self.pool = ls.atomic_sum(seed=3) if culprit else nn.Identity()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y, _ = self.lstm(x)
+            return self.pool(y)
+
+    class Cells(nn.Module):   # an RNN cell run once per time step: None as its first state, tuples after
+        def __init__(self, culprit: bool) -> None:
+            super().__init__()
+            self.cell = nn.LSTMCell(4, 8)
+            self.pool = ls.atomic_sum(seed=4) if culprit else nn.Identity()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            state = None
+            for step in x.unbind(1):
+                state = self.cell(step, state)
+            return self.pool(state[0].unflatten(1, (2, 4)))
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 4)
+    for model in (Model, Cells):
+        assert find(model(culprit=True), x) == "pool", model
+        assert find(model(culprit=False), x) is None, model

@@ -528,7 +528,8 @@ WRONG["ex1-solution"]["r8_no_tensorop"] = _EX1_MODEL.replace("|tensorop|xmma", "
 WRONG["ex1-solution"]["r8_no_half"] = _EX1_MODEL.replace("|__half", "")
 assert _EX1_MODEL not in (WRONG["ex1-solution"]["r8_no_tensorop"], WRONG["ex1-solution"]["r8_no_half"])
 
-# Review v3r9 (sitting): Exercise 3 hands over record_calls (the hooks). The mistakes a learner can still make with it:
+# Review v3r9 (sitting): Exercise 3 hands over record_calls (the hooks). The mistakes a learner can still make with it
+# (v3r10: its prompt states facts about the models, no longer the steps, so each of these is a decision to get wrong):
 # calls keyed by name (a module run several times per pass keeps only its last call), the last differing call (the
 # outermost), inputs not compared, too few runs, the model's modes not put back, the model's error swallowed.
 _EX3_MODEL = source(cell_by_grade_id(load(solution_path("07_gpu_libraries")), "ex3-solution"))
@@ -537,7 +538,7 @@ _R10 = {
     "r10_by_name": _EX3_MODEL.replace(
         _PAIRS, "((by_name[name], call) for by_name in [{c[0]: c for c in run_0}] "
                 "for call in record_calls(model, x) for name in [call[0]])"),
-    "r10_inputs_unchecked": _EX3_MODEL.replace("if same_inputs and not", "if not"),
+    "r10_inputs_unchecked": _EX3_MODEL.replace("if same(inputs_0, inputs) and not", "if not"),
     "r10_five_runs": _EX3_MODEL.replace("range(7)", "range(4)"),
     "r10_modes_not_restored": _EX3_MODEL.replace("module.training = training", "pass"),
     "r10_error_swallowed": _EX3_MODEL.replace("    finally:\n", "    except RuntimeError:\n        return None\n    finally:\n"),

@@ -143,3 +143,24 @@ def test_bottleneck_counts_calls_per_run_of_the_stage():
     for runs in (1, 2):
         assert bottleneck(profile(runs, block), ["data", "forward"]) == {
             "stage": "forward", "op": "aten::mul", "kind": "launch-bound"}
+
+
+def test_synthetic_gpu_profile_has_the_shape_of_a_cuda_profile():
+    """Exercise 1's tests build GPU profiles with it: CPU-side runs (a repeated stage once per run), a device-side copy
+    of each range, backward's operations on autograd's thread inside its range, totals that include the children."""
+    from torch.autograd import DeviceType
+
+    stages = {"data": (500.0, []), "fwd": (80.0, [("aten::addmm", 4, 9.0, 100.0, "aten::linear")]),
+              "bwd": (40.0, [("aten::mm", 4, 12.0, 400.0, "MmBackward0")])}
+    events = profiler.synthetic_gpu_profile(2, stages, autograd=("bwd",), repeat={"fwd": 3}).events()
+    runs = [e for e in events if e.name == "fwd" and e.device_type == DeviceType.CPU]
+    assert len(runs) == 6 and all(run.cpu_time_total == 80.0 + 4 * (2.0 + 9.0) for run in runs)
+    device_copies = [e for e in events if e.name == "fwd" and e.device_type != DeviceType.CPU]
+    assert len(device_copies) == 6 and device_copies[0].device_time_total == pytest.approx(1.1 * 4 * 100.0)
+    backward = next(e for e in events if e.name == "bwd" and e.device_type == DeviceType.CPU)
+    adopted = profiler._other_threads_inside(backward, events)
+    assert backward.cpu_children == [] and len(adopted) == 4
+    assert all(e.name.startswith("autograd::engine::evaluate_function") and e.thread == 2 for e in adopted)
+    assert bottleneck(profiler.synthetic_gpu_profile(2, stages, autograd=("bwd",)), list(stages))["stage"] == "data"
+    with pytest.raises(ValueError, match="steps"):
+        profiler.synthetic_gpu_profile(0, stages)

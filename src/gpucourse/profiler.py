@@ -208,5 +208,80 @@ def bottleneck(prof, stages: Sequence[str]) -> dict:
             return {"stage": stage, "op": op, "kind": "op-bound"}
     return {"stage": stage, "op": None, "kind": "waiting"}
 
+
+def _synthetic_event(name, cpu_self, device_self=0.0, children=(), on=DeviceType.CPU, thread=1):
+    """One event with the fields of ``prof.events()`` that a reading uses: its totals include its children's (its
+    ``time_range`` is set when it is placed)."""
+    from types import SimpleNamespace
+
+    children = list(children)
+    node = SimpleNamespace(name=name, self_cpu_time_total=float(cpu_self), self_device_time_total=float(device_self),
+                           cpu_time_total=cpu_self + sum(child.cpu_time_total for child in children),
+                           device_time_total=device_self + sum(child.device_time_total for child in children),
+                           cpu_children=children, device_type=on, is_user_annotation=False, thread=thread,
+                           cpu_parent=None, time_range=None)
+    for child in children:
+        child.cpu_parent = node
+    return node
+
+
+def synthetic_gpu_profile(steps: int, stages: Mapping[str, tuple], gaps: float = 1.1,
+                          autograd: Sequence[str] = (), repeat: Mapping[str, int] | None = None):
+    """A profile built event by event, shaped like a CUDA profile, for checking a reading of ``prof.events()`` without
+    a GPU (lesson ``10_compilers``, exercise 1's tests).
+
+    ``stages`` maps each stage to ``(its own CPU µs, [(op, calls, CPU µs per call, device µs per call, wrapper)])``,
+    in the order a step runs them; ``repeat`` runs a stage that many times per step (gradient accumulation). An
+    operation with a ``wrapper`` (``"aten::linear"``) sits below an event of that name. As with CUDA profiling, each
+    stage's range also appears as a device-side event of the same name (``device_type`` CUDA), its span on the GPU
+    (``gaps`` times its kernels' time). A stage in ``autograd`` runs as backward does on a GPU: its range (on the main
+    thread) has no children and lasts until the engine is done; its operations are top-level events of autograd's
+    thread (``evaluate_function`` -> wrapper -> op) inside the range's ``time_range``. Device times of 0 everywhere
+    make it a CPU profile. Returns an object with ``events()``, like a finished ``torch.profiler.profile``."""
+    from types import SimpleNamespace
+
+    event = _synthetic_event
+    flat, clock = [], 0.0
+
+    def place(node, start):
+        node.time_range = SimpleNamespace(start=start, end=start + node.cpu_time_total)
+        flat.append(node)
+        start += node.self_cpu_time_total / 2
+        for child in node.cpu_children:
+            place(child, start)
+            start += child.cpu_time_total
+
+    for _ in range(positive_int("steps", steps)):
+        for stage, (own_us, op_rows) in stages.items():
+            for _ in range((repeat or {}).get(stage, 1)):
+                children, thread = [], 2 if stage in autograd else 1
+                for op, calls, cpu_us, device_us, wrapper in op_rows:
+                    for _ in range(calls):
+                        inner = event(op, cpu_us, device_us, thread=thread)
+                        if stage in autograd:
+                            inner = event(f"autograd::engine::evaluate_function: {wrapper}", 3.0, 0.0,
+                                          [event(wrapper, 2.0, 0.0, [inner], thread=2)], thread=2)
+                        children.append(event(wrapper, 2.0, 0.0, [inner]) if wrapper and thread == 1 else inner)
+                start = clock
+                if stage in autograd:
+                    stage_event = event(stage, own_us + sum(child.cpu_time_total for child in children))
+                    place(stage_event, start)
+                    for child in children:
+                        start += own_us / len(children) / 2
+                        place(child, start)
+                        start += child.cpu_time_total
+                else:
+                    stage_event = event(stage, own_us, 0.0, children)
+                    place(stage_event, start)
+                stage_event.is_user_annotation = True       # a record_function range
+                clock = stage_event.time_range.end + 5.0
+                span = gaps * sum(calls * device_us for _, calls, _, device_us, _ in op_rows)
+                if span:
+                    device_range = event(stage, 0.0, span, on=DeviceType.CUDA, thread=7)
+                    device_range.is_user_annotation = True
+                    place(device_range, start)
+    place(event("void gemm_kernel<...>", 0.0, on=DeviceType.CUDA, thread=7), clock)
+    return SimpleNamespace(events=lambda: list(flat))
+
 __all__ = ["HEAVY_PLANTS", "KINDS", "PlantedStep", "ROLES", "TINY_OP_CALLS", "TINY_OP_US", "TINY_PLANTS", "WAIT_PLANTS",
-           "bottleneck", "profile_steps"]
+           "bottleneck", "profile_steps", "synthetic_gpu_profile"]

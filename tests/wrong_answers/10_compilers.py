@@ -306,6 +306,9 @@ WRONG["ex1-solution"]["r6_sixth"] = _ex1("launches[stage] >= cpu[stage] / 5", "l
 # about 60 µs spread over six operations).
 WRONG["ex1-solution"]["r6_avg_top_op_only"] = _ex1("in_ops[stage] / calls[stage] < 50",
                                                    "ops[stage][op] / calls[stage] < 50")
+# v3r7's reviewer (minor 2): calls per step (the runs of the first stage), not per run of the stage; the same unless
+# a stage runs several times per step (caught by a forward run 6 times per step with 20 tiny calls each).
+WRONG["ex1-solution"]["r7_per_step"] = _ex1("calls[stage] / runs[stage] >= 100", "calls[stage] / runs[stages[0]] >= 100")
 
 WRONG["ex1-solution"]["tiny_under_100us"] = _ex1("in_ops[stage] / calls[stage] < 50", "in_ops[stage] / calls[stage] < 100")
 

@@ -337,6 +337,15 @@ WRONG: dict[str, dict[str, str]] = {
         # (simulated) GPU, rank 1 asks for cuda:1, which the node lacks: the fallback to gloo on the CPU is graded.
         "r2_nccl_when_cuda": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
                                       "    nccl = torch.cuda.is_available()")),
+        # Review v3r3 major 1 (W1): neither batch moved. DDP moves x to device_ids[0] itself, but the targets stay on
+        # the CPU: on a GPU the loss raises "Expected all tensors to be on the same device".
+        "r3_data_left_on_cpu": _script(("model(x.to(device)), y.to(device)", "model(x), y")),
+        # Review v3r3 major 1 (W2): the model never moved to its GPU: DDP refuses device_ids for a CPU module.
+        "r3_model_left_on_cpu": _script(("bn_mlp(data[\"x\"].shape[1]).to(device)", "bn_mlp(data[\"x\"].shape[1])")),
+        # Review v3r3 major 3 (W3): NCCL only when the node's GPUs equal its processes: on a node with more GPUs than
+        # processes (the hidden 2 x 2 job with 3 a node) the job trains on the CPU with gloo.
+        "r3_gpus_equal_procs": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
+                                        "    nccl = torch.cuda.device_count() == int(os.environ[\"LOCAL_WORLD_SIZE\"])")),
         # The sum of the squared errors, not their mean: steps batch_per_rank times too large.
         "sum_loss": _script(("mse_loss(model(x.to(device)), y.to(device))",
                              "mse_loss(model(x.to(device)), y.to(device), reduction=\"sum\")")),

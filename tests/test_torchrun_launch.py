@@ -275,6 +275,7 @@ assert str(out.device) == "cuda:1" and x.device.type == "cpu"
 raises(RuntimeError, "found at least two devices, cuda:1 and cpu!", lambda: torch.nn.functional.mse_loss(out, y))
 raises(RuntimeError, "cuda:0 and cuda:1", lambda: out + torch.ones(5, 4, device="cuda:0"))
 raises(TypeError, "can't convert cuda:1 device type tensor to numpy", lambda: out.detach().numpy())
+assert str(out[torch.tensor([0, 2])].device) == "cuda:1"  # indices on the CPU are fine, as in CUDA
 loss = torch.nn.functional.mse_loss(out, y.to(out.device)) + torch.tensor(0.5)  # a 0-dim CPU tensor mixes
 loss.backward()
 assert all(str(p.grad.device) == "cuda:1" for p in model.parameters())

@@ -256,7 +256,9 @@ def install() -> None:
                 raise TypeError(f"can't convert cuda:{min(devices - {None})} device type tensor to numpy. Use "
                                 f"Tensor.cpu() to copy the tensor to host memory first.")
             out = func(*args, **kwargs)
-            if not named:
+            if not named and func in any_device:  # indexing, copy_: the tensor indexed or written keeps its device
+                index = tag_of(args[0]) if args else None
+            elif not named:
                 index = next(iter(devices)) if len(devices) == 1 else None
                 if index is None:
                     return out

@@ -73,3 +73,16 @@ def test_order_assuming_and_leaking_classes_are_reported_not_crashed():
     assert all(parallel.max_difference(w, e) < 1e-5 for w, e in zip(right.weights, right.expected))
     assert all("AttributeError" in error and "step 0" in error for error in order.errors), order.errors
     assert leak.errors == ("", "") and leak.waits[0] == (2, 4, 6) and leak.held[0][2] > leak.held[0][0] > 0
+
+
+def test_a_tensor_hook_left_after_remove_is_seen_by_one_more_backward():
+    # Review v3r3 major 4: p.register_hook leaves no post-accumulate hook; one more backward() still all-reduces
+    wrong = _wrong_answers()
+    kept = wrong.WRONG["ex2-solution"]["r3_register_hook_kept"]
+    removed = kept.replace("        pass\n", "        for handle in self.hooks:\n            handle.remove()\n")
+    case = OwnDDPCase(seed=5, widths=(4, 10, 6, 2), bucket_cap_bytes=200, steps=2)
+    runs = {name: parallel.run_own_ddp(_class(text), [case], world_size=2, timeout_s=60)[0]
+            for name, text in [("model", wrong._DDP), ("kept", kept), ("removed", removed)]}
+    assert runs["model"].after_remove == runs["removed"].after_remove == (0, 0)
+    assert runs["kept"].hooks_left == (0, 0) and runs["kept"].after_remove == (len(expected_buckets(case)),) * 2
+    assert all(parallel.max_difference(w, e) < 1e-5 for w, e in zip(runs["removed"].weights, runs["removed"].expected))

@@ -164,7 +164,9 @@ torch.save({"x": torch.ones(3)}, path)
 made = [torch.as_tensor([1.0, 2.0], device=device), torch.zeros(2, device="cuda"), torch.ones(2).new_ones(2, device=1),
         torch.load(path, map_location=device)["x"], torch.load(path, map_location={"cuda:0": "cuda:1"})["x"],
         torch.load(path, "cuda:1")["x"], torch.ones(2).to(device), torch.ones(2).cuda()]
-assert all(t.device.type == "cpu" for t in made), [t.device for t in made]
+# each where a real node puts it (the file holds CPU tensors: mapping cuda:0 to cuda:1 leaves them on the CPU)
+assert [str(t.device) for t in made] == ["cuda:1"] * 4 + ["cpu"] + ["cuda:1"] * 3, [t.device for t in made]
+assert all(t.is_cuda and t.get_device() == 1 for t in made[:4]) and made[0].cpu().device.type == "cpu"
 assert torch.cuda.current_device() == 1 and "simulated" in torch.cuda.get_device_name(device)
 assert torch.cuda.get_device_properties(1).total_memory == torch.cuda.mem_get_info()[1] > 0
 assert torch.cuda.memory_allocated(device) == torch.cuda.max_memory_reserved() == 0
@@ -173,8 +175,9 @@ with torch.cuda.device(0):
     assert torch.cuda.current_device() == 0
 assert torch.cuda.current_device() == 1
 torch.set_default_device("cuda")
-assert torch.ones(1).device.type == "cpu"
+assert str(torch.ones(1).device) == "cuda:1"
 torch.set_default_device(None)
+assert torch.ones(1).device.type == "cpu"
 assert [x.device.type for x, in DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2, pin_memory=True)] == ["cpu"] * 2
 torch.cuda.get_device_name(0)  # a query: no device used
 try:
@@ -239,3 +242,65 @@ def test_the_model_script_with_map_location_as_tensor_and_a_device_name_log_pass
     assert job.gpu_use() == {rank: {"local_rank": rank, "devices": [rank], "backend": "nccl"} for rank in range(2)}
     expected = script_reference(case, 2)
     assert all(abs(job.weights[name] - expected[name]).max() < 1e-5 for name in expected)
+
+
+_PLACEMENT = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+def raises(error, text, run):
+    try:
+        run()
+    except error as caught:
+        assert text in str(caught), caught
+    else:
+        raise AssertionError(f"no {error.__name__} ({text})")
+
+dist.init_process_group(os.environ["BACKEND"], rank=0, world_size=1, init_method="tcp://127.0.0.1:" + os.environ["PORT"])
+assert dist.is_nccl_available() and dist.is_backend_available("nccl")
+device = torch.device("cuda", 1)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+x, y = torch.ones(5, 3), torch.ones(5, 4)
+raises(RuntimeError, "Expected all tensors to be on the same device", lambda: model(x.to(device)))
+if os.environ["BACKEND"] == "nccl":  # a CPU module in an NCCL group
+    raises(RuntimeError, "No backend type associated with device type cpu", lambda: DistributedDataParallel(model))
+raises(ValueError, "device_ids and output_device arguments only work", lambda: DistributedDataParallel(model, device_ids=[1]))
+model.to(device)
+assert {str(t.device) for t in [*model.parameters(), *model.buffers()]} == {"cuda:1"}
+ddp = DistributedDataParallel(model, device_ids=[1])
+out = ddp(x)  # DDP moves its inputs to device_ids[0]
+assert str(out.device) == "cuda:1" and x.device.type == "cpu"
+raises(RuntimeError, "found at least two devices, cuda:1 and cpu!", lambda: torch.nn.functional.mse_loss(out, y))
+raises(RuntimeError, "cuda:0 and cuda:1", lambda: out + torch.ones(5, 4, device="cuda:0"))
+raises(TypeError, "can't convert cuda:1 device type tensor to numpy", lambda: out.detach().numpy())
+assert str(out[torch.tensor([0, 2])].device) == "cuda:1"  # indices on the CPU are fine, as in CUDA
+loss = torch.nn.functional.mse_loss(out, y.to(out.device)) + torch.tensor(0.5)  # a 0-dim CPU tensor mixes
+loss.backward()
+assert all(str(p.grad.device) == "cuda:1" for p in model.parameters())
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer.step()
+assert str(model[0].weight.device) == "cuda:1" and loss.item() > 0 and out.detach().cpu().numpy().shape == (5, 4)
+if os.environ["BACKEND"] == "nccl":
+    raises(RuntimeError, "No backend type associated with device type cpu", lambda: dist.all_reduce(torch.ones(2)))
+dist.all_reduce(torch.ones(2, device=device))
+model.cpu()
+assert model[0].weight.device.type == "cpu" and model(x).shape == (5, 4)
+dist.destroy_process_group()
+print("placement done")
+"""
+
+
+@pytest.mark.parametrize("backend", ["nccl", "gloo"])
+def test_simulated_gpus_know_where_each_tensor_lives_and_refuse_mixing_as_cuda_does(tmp_path, monkeypatch, backend):
+    # Review v3r3 major 1: batches or a model left on the CPU crash on a real GPU, and must here too
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("BACKEND", backend)
+    monkeypatch.setenv("PORT", str(port))
+    done, records = _probe(tmp_path, _PLACEMENT)
+    assert done.returncode == 0 and "placement done" in done.stdout, done.stderr[-3000:]

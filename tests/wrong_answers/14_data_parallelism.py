@@ -92,6 +92,50 @@ _LAUNCH = """            flat = torch.cat([q.grad.reshape(-1) for q in self.buck
 _WAIT = """        for i, flat, handle in self.pending:
             handle.wait()"""
 
+# Review v3r3 (W4): hooks on each parameter's incoming gradient (p.register_hook), its own bookkeeping of them; the
+# body of remove() follows.
+_REGISTER_HOOK = '''\
+class MyDDP:
+    """Data parallelism by hand with tensor hooks on the incoming gradients."""
+
+    def __init__(self, module: torch.nn.Module, bucket_cap_bytes: int = 25 * 2**20) -> None:
+        self.world_size = dist.get_world_size()
+        params = [p for p in module.parameters() if p.requires_grad]
+        self.buckets, current, size = [], [], 0
+        for p in reversed(params):
+            current.append(p)
+            size += p.numel() * p.element_size()
+            if size >= bucket_cap_bytes:
+                self.buckets.append(current)
+                current, size = [], 0
+        if current:
+            self.buckets.append(current)
+        self.bucket_of = {p: i for i, b in enumerate(self.buckets) for p in b}
+        self.grads, self.pending = {}, []
+        self.missing = [len(b) for b in self.buckets]
+        self.hooks = [p.register_hook(lambda g, p=p: self._ready(p, g)) for p in params]
+
+    def _ready(self, p: torch.Tensor, g: torch.Tensor) -> None:
+        i = self.bucket_of[p]
+        self.grads[p] = g
+        self.missing[i] -= 1
+        if self.missing[i] == 0:
+            flat = torch.cat([self.grads[q].reshape(-1) for q in self.buckets[i]]) / self.world_size
+            self.pending.append((i, flat, dist.all_reduce(flat, async_op=True)))
+
+    def finish(self) -> None:
+        for i, flat, handle in self.pending:
+            handle.wait()
+            offset = 0
+            for q in self.buckets[i]:
+                q.grad.copy_(flat[offset:offset + q.numel()].view_as(q.grad))
+                offset += q.numel()
+        self.pending, self.grads = [], {}
+        self.missing = [len(b) for b in self.buckets]
+
+    def remove(self) -> None:
+'''
+
 WRONG: dict[str, dict[str, str]] = {
     "ex1-solution": {
         # The visible test's sum, whatever the buffers.
@@ -227,6 +271,9 @@ WRONG: dict[str, dict[str, str]] = {
         "r1_pending_leak": _ddp(("        self.pending = []\n        self.missing", "        self.missing")),
         # Review v3r1 (W2): a bucket closed only once it holds MORE than the cap (DDP's rule: at least the cap).
         "r1_strict_gt": _ddp(("            if size >= bucket_cap_bytes:", "            if size > bucket_cap_bytes:")),
+        # Review v3r3 major 4 (W4): tensor hooks (p.register_hook, on the incoming gradient) that remove() leaves on:
+        # no post-accumulate hook is left, yet every later backward() still starts all-reduces.
+        "r3_register_hook_kept": _REGISTER_HOOK + "        pass\n",
     },
     "ex3-solution": {
         # No process group: every process trains alone on every example and saves (the job "runs", nothing is shared).
@@ -290,6 +337,15 @@ WRONG: dict[str, dict[str, str]] = {
         # (simulated) GPU, rank 1 asks for cuda:1, which the node lacks: the fallback to gloo on the CPU is graded.
         "r2_nccl_when_cuda": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
                                       "    nccl = torch.cuda.is_available()")),
+        # Review v3r3 major 1 (W1): neither batch moved. DDP moves x to device_ids[0] itself, but the targets stay on
+        # the CPU: on a GPU the loss raises "Expected all tensors to be on the same device".
+        "r3_data_left_on_cpu": _script(("model(x.to(device)), y.to(device)", "model(x), y")),
+        # Review v3r3 major 1 (W2): the model never moved to its GPU: DDP refuses device_ids for a CPU module.
+        "r3_model_left_on_cpu": _script(("bn_mlp(data[\"x\"].shape[1]).to(device)", "bn_mlp(data[\"x\"].shape[1])")),
+        # Review v3r3 major 3 (W3): NCCL only when the node's GPUs equal its processes: on a node with more GPUs than
+        # processes (the hidden 2 x 2 job with 3 a node) the job trains on the CPU with gloo.
+        "r3_gpus_equal_procs": _script(("    nccl = torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"])",
+                                        "    nccl = torch.cuda.device_count() == int(os.environ[\"LOCAL_WORLD_SIZE\"])")),
         # The sum of the squared errors, not their mean: steps batch_per_rank times too large.
         "sum_loss": _script(("mse_loss(model(x.to(device)), y.to(device))",
                              "mse_loss(model(x.to(device)), y.to(device), reduction=\"sum\")")),

@@ -196,7 +196,7 @@ def ddp_worker(rank: int, world_size: int, configs: tuple[TrainConfig, ...], bac
     if backend == "nccl":
         from gpucourse.hardware import pick_device
 
-        device = pick_device(f"cuda:{rank}")  # one GPU per process
+        device = pick_device(f"cuda:{rank}")  # one GPU per process, on one node only (several nodes: LOCAL_RANK)
     else:
         device = torch.device("cpu")
     results = []

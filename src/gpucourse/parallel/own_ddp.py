@@ -12,7 +12,8 @@ with the learner's class, while ``torch.distributed.all_reduce`` is wrapped to r
 whether the backward pass was still running, whether it was asynchronous, how many gradients were ready then, and
 whether its handle was waited on before ``backward()`` returned, and, per step, how many handles were waited on and
 how many bytes of tensors the learner's object holds after ``finish()`` (a class that keeps every step's buckets
-grows). It also records whether any gradient hook is left on the parameters after ``remove()``, and an exception a
+grows). It also records whether any gradient hook is left on the parameters after ``remove()`` and how many
+all-reduces one more backward pass starts after it (a hook of any kind left behind), and an exception a
 rank's class raised (the case stops there on every rank: the ranks run the same code on the same shapes).
 """
 
@@ -88,6 +89,7 @@ class OwnDDPRun:
     errors: tuple[str, ...] = field(default=())  # per rank: '' or the exception the learner's class raised
     waits: tuple[tuple[int, ...], ...] = field(default=())  # [rank][step]: handles waited on during that step
     held: tuple[tuple[int, ...], ...] = field(default=())  # [rank][step]: tensor bytes the object holds after finish()
+    after_remove: tuple[int, ...] = field(default=())  # per rank: all-reduces one more backward started after remove()
 
 
 def _reverse_registered_mlp(linears: list):
@@ -263,7 +265,7 @@ def _train_yours(case: OwnDDPCase, data: list, rank: int, device, ddp_class: Cal
 
     counters = [p.register_post_accumulate_grad_hook(count) for p in trainable]  # before the learner's: run first
     optimizer = torch.optim.SGD(trainable, lr=case.lr)
-    calls, waits, held, error, where = [], [], [], "", "in MyDDP(...)"
+    calls, waits, held, error, where, after_remove = [], [], [], "", "in MyDDP(...)", 0
     with recorder.active():
         try:
             mine = ddp_class(model, bucket_cap_bytes=case.bucket_cap_bytes)
@@ -285,6 +287,7 @@ def _train_yours(case: OwnDDPCase, data: list, rank: int, device, ddp_class: Cal
                 held.append(held_bytes(mine))
             where = "in remove()"
             mine.remove()
+            after_remove = _reduces_after_remove(model, data[0][rank], device, optimizer, recorder)
         except NotImplementedError:  # an unwritten class: the launch raises it, as before
             raise
         except Exception as exc:  # reported by the test as a failed check, not as a crash of the launch
@@ -293,7 +296,24 @@ def _train_yours(case: OwnDDPCase, data: list, rank: int, device, ddp_class: Cal
         handle.remove()
     left = sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
     return {"weights": {name: t.detach().cpu().numpy().copy() for name, t in model.state_dict().items()},
-            "calls": tuple(calls), "hooks_left": left, "error": error, "waits": tuple(waits), "held": tuple(held)}
+            "calls": tuple(calls), "hooks_left": left, "error": error, "waits": tuple(waits), "held": tuple(held),
+            "after_remove": after_remove}
+
+
+def _reduces_after_remove(model, step: tuple, device, optimizer, recorder: _Recorder) -> int:
+    """All-reduces one more forward and backward start once the learner's ``remove()`` ran (0 when every hook is
+    gone, whatever its kind: a tensor hook, a post-accumulate hook, a module hook). A hook left behind that raises
+    counts as one; the weights are not stepped."""
+    import torch
+
+    x, y = (t.to(device) for t in step)
+    recorder.calls, recorder.ready, recorder.waits = [], 0, 0
+    optimizer.zero_grad()
+    try:
+        torch.nn.functional.mse_loss(model(x), y).backward()
+    except Exception:  # a hook left behind whose bookkeeping is gone
+        return max(1, len(recorder.calls))
+    return len(recorder.calls)
 
 
 def own_ddp_worker(rank: int, world_size: int, ddp_class: Callable, cases: tuple[OwnDDPCase, ...]) -> list:
@@ -332,5 +352,5 @@ def run_own_ddp(ddp_class: Callable, cases: Sequence[OwnDDPCase], *, world_size:
                       tuple(r[i]["calls"] for r in ranks), tuple(r[i]["hooks_left"] for r in ranks),
                       sum(p.requires_grad for p in case_model(case).parameters()), expected_buckets(case),
                       tuple(r[i]["error"] for r in ranks), tuple(r[i]["waits"] for r in ranks),
-                      tuple(r[i]["held"] for r in ranks))
+                      tuple(r[i]["held"] for r in ranks), tuple(r[i]["after_remove"] for r in ranks))
             for i, case in enumerate(cases)]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gpucourse import parallel
@@ -77,6 +78,8 @@ def test_a_stuck_job_is_stopped_when_idle_not_at_the_time_limit(tmp_path, monkey
     job = parallel.run_script(stuck, parallel.ScriptCase(), procs_per_node=2, timeout_s=120)
     assert job.stopped == "idle" and job.seconds < 60, (job.stopped, job.seconds)
     assert "sat idle for 6 s" in job.failure()
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(stuck) in " ".join(p.info["cmdline"] or [])]
+    assert left == [], f"the stopped job left processes behind: {left}"
 
 
 def test_the_shards_are_distributed_samplers_padded_ones():

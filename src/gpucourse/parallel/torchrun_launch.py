@@ -191,12 +191,24 @@ def node_gpus(node: int, nodes: int, procs: int, available: int) -> str | None:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Kill a torchrun and every process it started (its own session)."""
+    """Kill a torchrun and every process it started: its own session, and the workers it put in sessions of theirs."""
+    import psutil
+
+    try:
+        descendants = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for descendant in descendants:  # torchrun starts each worker in a new session, which killpg above misses
+        try:
+            descendant.kill()
+        except psutil.Error:
+            pass
     process.wait()
+    psutil.wait_procs(descendants, timeout=10)
 
 
 IDLE_LIMIT_S = 20.0  # a job whose processes all but sleep this long is stuck: a rank waiting for a peer that never comes

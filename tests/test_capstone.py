@@ -962,7 +962,7 @@ def test_train_with_torchrun_reports_a_failing_rank_and_a_stuck_job_without_leav
     silent = tmp_path / "silent.py"
     silent.write_text("print('done, saved nothing')\n")
     job = capstone.train_with_torchrun(silent, digits, timeout_s=60)
-    assert job.codes == [0] and "nothing was saved to --out" in job.failure
+    assert job.codes == [0] and "saved nothing to --out" in job.failure
     stuck = tmp_path / "stuck.py"
     stuck.write_text("import time\nwhile True:\n    sum(range(10_000))\n    time.sleep(0.01)\n")
     started = time.monotonic()

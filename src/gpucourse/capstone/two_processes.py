@@ -89,7 +89,7 @@ def train_with_torchrun(script: str | os.PathLike, data: ImageData, *, procs: in
         failure = job_failure(codes, [output], stopped, seconds, what="job")
         accuracy = None
         if not failure and not out.is_file():
-            failure = "the job ended cleanly but nothing was saved to --out: rank 0 must torch.save its state_dict there"
+            failure = "the job ended cleanly but saved nothing to --out: rank 0 must torch.save its state_dict there"
         elif not failure:
             model = small_cnn(data.image_size, num_classes=data.num_classes, in_channels=data.channels)
             try:

@@ -202,12 +202,28 @@ def node_gpus(node: int, nodes: int, procs: int, available: int) -> str | None:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Kill a torchrun and every process it started (its own session)."""
+    """Kill a torchrun and every process it started (its own session), and wait until they are gone (a killed
+    process lives on for a moment: gone means ended or a zombie)."""
+    import psutil
+
+    try:
+        members = psutil.Process(process.pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        members = []
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     process.wait()
+    deadline = time.monotonic() + 5.0
+    for member in members:
+        while time.monotonic() < deadline:
+            try:
+                if member.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                break
+            time.sleep(0.01)
 
 
 IDLE_LIMIT_S = 20.0  # a job whose processes all but sleep this long is stuck: a rank waiting for a peer that never comes

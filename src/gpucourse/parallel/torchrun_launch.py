@@ -206,7 +206,11 @@ def _stop(process: subprocess.Popen) -> None:
     process lives on for a moment: gone means ended or a zombie)."""
     import psutil
 
-    try:
+    try:  # freeze the session first, so that no process is started between listing and killing
+        os.killpg(process.pid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:  # torchrun may start its ranks in sessions of their own: list them by parentage too
         members = psutil.Process(process.pid).children(recursive=True)
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         members = []
@@ -214,6 +218,11 @@ def _stop(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for member in members:
+        try:
+            member.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
     process.wait()
     deadline = time.monotonic() + 5.0
     for member in members:

@@ -876,3 +876,128 @@ def test_step_variants_on_a_cuda_gpu():
     assert [t.variant for t in timings] == list(capstone.step_switches.VARIANTS)
     assert all(t.median_step_s > 0 for t in timings)
     assert torch.backends.cudnn.benchmark == before
+
+
+# --------------------------------------------------------------------------- track B: the learner's DDP script
+
+TINY_DDP = '''
+"""A tiny DDP script for the test (not the lesson's answer): small_cnn, cross-entropy, shuffled sampler."""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from gpucourse import capstone
+
+parser = argparse.ArgumentParser()
+for name in ("--data", "--out"):
+    parser.add_argument(name, required=True)
+parser.add_argument("--batch-per-rank", type=int, required=True)
+parser.add_argument("--lr", type=float, required=True)
+parser.add_argument("--passes", type=int, required=True)
+args = parser.parse_args()
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+data = torch.load(args.data)
+dataset = TensorDataset(data["x"], data["y"])
+sampler = DistributedSampler(dataset, shuffle=True, seed=0)
+loader = DataLoader(dataset, batch_size=args.batch_per_rank, sampler=sampler)
+model = DistributedDataParallel(capstone.small_cnn(data["x"].shape[-1], in_channels=data["x"].shape[1]))
+optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+for epoch in range(args.passes):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+if dist.get_rank() == 0:
+    torch.save(model.module.state_dict(), args.out)
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
+def _processes_running(script) -> list:
+    """The processes whose command line names ``script`` (a torchrun or one of its ranks)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(script) in part for part in process.info["cmdline"] or []):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """The shipped 8x8 digits."""
+    return capstone.load_digits_data()
+
+
+def test_train_with_torchrun_trains_small_cnn_on_two_gloo_processes_and_leaves_no_process(tmp_path, digits):
+    script = tmp_path / "tiny_ddp.py"
+    script.write_text(TINY_DDP)
+    job = capstone.train_with_torchrun(script, digits, procs=2, batch_per_rank=32, lr=1e-2, passes=6, timeout_s=120)
+    assert job.failure == "", job.output[-3000:]
+    assert job.codes == [0]
+    assert job.accuracy > 0.5, job.summary()  # chance is 10%
+    assert 0 < job.seconds < 120
+    assert "2 processes under torchrun" in job.summary()
+    assert not _processes_running(script)
+
+
+def test_train_with_torchrun_reports_a_failing_rank_and_a_stuck_job_without_leaving_processes(tmp_path, digits):
+    failing = tmp_path / "failing.py"
+    failing.write_text("import os\nif os.environ['RANK'] == '1':\n    raise ValueError('rank 1 broke')\n")
+    job = capstone.train_with_torchrun(failing, digits, timeout_s=60)
+    assert job.codes != [0] and job.accuracy is None
+    assert "ValueError: rank 1 broke" in job.failure, job.failure
+    assert not _processes_running(failing)
+    silent = tmp_path / "silent.py"
+    silent.write_text("print('done, saved nothing')\n")
+    job = capstone.train_with_torchrun(silent, digits, timeout_s=60)
+    assert job.codes == [0] and "saved nothing to --out" in job.failure
+    stuck = tmp_path / "stuck.py"
+    stuck.write_text("import time\nwhile True:\n    sum(range(10_000))\n    time.sleep(0.01)\n")
+    started = time.monotonic()
+    job = capstone.train_with_torchrun(stuck, digits, timeout_s=4)
+    assert time.monotonic() - started < 30
+    assert "still running after the time limit" in job.failure and job.accuracy is None
+    assert not _processes_running(stuck)
+
+
+def test_train_with_torchrun_says_when_the_weights_are_not_small_cnns(tmp_path, digits):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import sys, torch\nout = sys.argv[sys.argv.index('--out') + 1]\n"
+                     "import os\nif os.environ['RANK'] == '0':\n    torch.save({'w': torch.zeros(3)}, out)\n")
+    job = capstone.train_with_torchrun(wrong, digits, procs=1, timeout_s=60)
+    assert job.codes == [0] and job.accuracy is None
+    assert "do not load into capstone.small_cnn(8, in_channels=1)" in job.failure, job.failure
+
+
+@pytest.mark.parametrize("argument, value, error", [
+    ("procs", 0, ValueError), ("procs", 1.5, TypeError), ("batch_per_rank", -1, ValueError),
+    ("lr", float("nan"), ValueError), ("lr", "0.1", TypeError), ("passes", 0, ValueError),
+    ("timeout_s", 0, ValueError)])
+def test_train_with_torchrun_names_a_bad_argument(tmp_path, digits, argument, value, error):
+    script = tmp_path / "any.py"
+    script.write_text("")
+    with pytest.raises(error, match=argument):
+        capstone.train_with_torchrun(script, digits, **{argument: value})
+
+
+def test_train_with_torchrun_rejects_a_missing_script_and_data_that_is_not_imagedata(tmp_path, digits):
+    with pytest.raises(FileNotFoundError, match="capstone_ddp.py"):
+        capstone.train_with_torchrun(tmp_path / "capstone_ddp.py", digits)
+    with pytest.raises(TypeError, match="script"):
+        capstone.train_with_torchrun(3, digits)
+    script = tmp_path / "any.py"
+    script.write_text("")
+    with pytest.raises(TypeError, match="data must be an ImageData"):
+        capstone.train_with_torchrun(script, {"x": np.zeros((2, 1, 8, 8))})

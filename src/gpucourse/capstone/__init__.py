@@ -3,8 +3,9 @@
 One module per job: ``datasets`` (MNIST, Fashion-MNIST, CIFAR-10 or the shipped 8x8 digits), ``models`` (the CNN
 and its Keras twin), ``training`` (the loop whose options are the course's techniques, the speed-up rows of its
 results, the speed score and time budget), ``live_plots`` (the live plot, the speed-up table and chart), ``step_switches``
-(torch.compile, CUDA Graphs and cudnn.benchmark timed on one step), ``keras_twin`` (the same CNN trained with Keras)
-and ``cost`` (cloud against on-premise). Every public name is importable from ``gpucourse.capstone`` itself.
+(torch.compile, CUDA Graphs and cudnn.benchmark timed on one step), ``keras_twin`` (the same CNN trained with Keras),
+``two_processes`` (the learner's own DDP script trained under torchrun: the optional track B) and ``cost`` (cloud
+against on-premise). Every public name is importable from ``gpucourse.capstone`` itself.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpucourse.capstone.step_switches import (StepTiming, compile_backend, payba
 from gpucourse.capstone.training import (BASELINE_IMAGES, FEEDS, OPTIMIZERS, PRECISIONS, OnTheFlyImages, Race,
                                          TrainConfig, TrainResult, autocast_dtype, evaluate, first_attempt, race,
                                          speed_score, speedup_rows, time_budget_s, train)
+from gpucourse.capstone.two_processes import TorchrunTraining, train_with_torchrun
 from gpucourse.plots import markdown_table, show_table  # noqa: F401  (re-exported: lessons import them from here)
 
 __all__ = [
@@ -37,4 +39,5 @@ __all__ = [
     "cloud_cost_per_run", "on_prem_usd_per_hour", "on_prem_cost_per_run", "break_even_hours", "CostComparison",
     "compare_costs", "plot_costs", "HOURS_PER_YEAR", "DATA_DIR_VARIABLE", "OFFLINE_VARIABLE", "FEEDS", "OPTIMIZERS",
     "PRECISIONS", "StepTiming", "compile_backend", "payback_steps", "show_step_timings", "time_step_variants",
+    "TorchrunTraining", "train_with_torchrun",
 ]

@@ -137,34 +137,45 @@ class ScriptRun:
 
     def failure(self) -> str:
         """'' if every node exited cleanly, else how it ended and the first error a rank raised."""
-        if self.stopped == "idle":
-            return (f"stopped after {self.seconds:.0f} s: every process sat idle for {IDLE_LIMIT_S:.0f} s (a rank "
-                    f"waiting for a peer that never comes?); {self.first_error()}")
-        if self.stopped:
-            return f"still running after the time limit (a rank waiting for the others?); {self.first_error()}"
-        for node, code in enumerate(self.codes):
-            if code != 0:
-                return f"node {node}'s torchrun exited with code {code}; {self.first_error()}"
-        return ""
+        return job_failure(self.codes, self.outputs, self.stopped, self.seconds)
 
     def first_error(self) -> str:
-        """The first exception a rank raised, with the line of the script it came from (torchrun's own summary of
-        the failure, ChildFailedError, is left out)."""
-        for text in self.outputs:
-            lines = [_RANK_PREFIX.sub("", line) for line in text.splitlines()]
-            for index, line in enumerate(lines):
-                if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
-                    where = next((lines[i].strip() for i in range(index - 1, -1, -1)
-                                  if lines[i].lstrip().startswith("File ")), "")
-                    return f"first error: {line.strip()}" + (f" (at {where})" if where else "")
-        return "no error message in its output"
+        """The first exception a rank raised, with the line of the script it came from."""
+        return first_error(self.outputs)
+
+
+def job_failure(codes: list[int], outputs: list[str], stopped: str, seconds: float, what: str = "node") -> str:
+    """'' if every torchrun exited with code 0, else one line: how the job ended (``stopped``: 'timeout' or 'idle',
+    from :func:`run_torchruns`) and the first error a rank raised. ``what`` names a torchrun ('node')."""
+    if stopped == "idle":
+        return (f"stopped after {seconds:.0f} s: every process sat idle for {IDLE_LIMIT_S:.0f} s (a rank "
+                f"waiting for a peer that never comes?); {first_error(outputs)}")
+    if stopped:
+        return f"still running after the time limit (a rank waiting for the others?); {first_error(outputs)}"
+    for index, code in enumerate(codes):
+        if code != 0:
+            return f"{what} {index}'s torchrun exited with code {code}; {first_error(outputs)}"
+    return ""
+
+
+def first_error(outputs: list[str]) -> str:
+    """The first exception a rank raised in torchruns' ``outputs``, with the line of the script it came from
+    (torchrun's own summary of the failure, ChildFailedError, is left out)."""
+    for text in outputs:
+        lines = [_RANK_PREFIX.sub("", line) for line in text.splitlines()]
+        for index, line in enumerate(lines):
+            if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
+                where = next((lines[i].strip() for i in range(index - 1, -1, -1)
+                              if lines[i].lstrip().startswith("File ")), "")
+                return f"first error: {line.strip()}" + (f" (at {where})" if where else "")
+    return "no error message in its output"
 
 
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")  # torch prefixes a worker's lines once its group exists
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
 
 
-def _torchrun_command(script: Path, nodes: int, procs: int, endpoint: str, run_id: str,
+def torchrun_command(script: Path, nodes: int, procs: int, endpoint: str, run_id: str,
                       arguments: list[str], node: int = 0) -> list[str]:
     """``python -m torch.distributed.run`` (the torchrun command) for one node of the job. No ``--node_rank``: with
     the c10d rendezvous torchrun ignores it, and the rendezvous numbers the nodes (node 0 may not host RANK 0).
@@ -191,24 +202,37 @@ def node_gpus(node: int, nodes: int, procs: int, available: int) -> str | None:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Kill a torchrun and every process it started: its own session, and the workers it put in sessions of theirs."""
+    """Kill a torchrun and every process it started (its own session), and wait until they are gone (a killed
+    process lives on for a moment: gone means ended or a zombie)."""
     import psutil
 
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
+    try:  # freeze the session first, so that no process is started between listing and killing
+        os.killpg(process.pid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:  # torchrun may start its ranks in sessions of their own: list them by parentage too
+        members = psutil.Process(process.pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        members = []
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for descendant in descendants:  # torchrun starts each worker in a new session, which killpg above misses
+    for member in members:
         try:
-            descendant.kill()
-        except psutil.Error:
+            member.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     process.wait()
-    psutil.wait_procs(descendants, timeout=10)
+    deadline = time.monotonic() + 5.0
+    for member in members:
+        while time.monotonic() < deadline:
+            try:
+                if member.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                break
+            time.sleep(0.01)
 
 
 IDLE_LIMIT_S = 20.0  # a job whose processes all but sleep this long is stuck: a rank waiting for a peer that never comes
@@ -233,10 +257,10 @@ def _job_cpu_seconds(processes: list[subprocess.Popen], seen: dict[int, float]) 
     return sum(seen.values())
 
 
-def _run_nodes(commands: list[list[str]], logs: list[Path], envs: list[dict[str, str]], cwd: Path,
+def run_torchruns(commands: list[list[str]], logs: list[Path], envs: list[dict[str, str]], cwd: Path,
                timeout_s: float) -> tuple[list[subprocess.Popen], str, float]:
-    """Start one torchrun per node and wait for all of them; kill every one left when the time limit is reached or
-    when the whole job has sat idle for IDLE_LIMIT_S. Return the processes, how the wait ended ('' when all
+    """Start one torchrun per node (each in its own session) and wait for all of them; kill every one left, with
+    every process it started, when the time limit is reached or when the whole job has sat idle for IDLE_LIMIT_S. Return the processes, how the wait ended ('' when all
     exited, 'timeout' or 'idle'), and the start time."""
     start, processes, idle_limit_s = time.monotonic(), [], IDLE_LIMIT_S
     for command, log, env in zip(commands, logs, envs):
@@ -246,20 +270,21 @@ def _run_nodes(commands: list[list[str]], logs: list[Path], envs: list[dict[str,
     seen: dict[int, float] = {}
     history: list[tuple[float, float]] = []  # (seconds since start, job CPU seconds)
     stopped = ""
-    while any(process.poll() is None for process in processes):
-        elapsed = time.monotonic() - start
-        if elapsed >= timeout_s:
-            stopped = "timeout"
-            break
-        history.append((elapsed, _job_cpu_seconds(processes, seen)))
-        window = [cpu for when, cpu in history if when >= elapsed - idle_limit_s]
-        if elapsed >= idle_limit_s and history[0][0] <= elapsed - idle_limit_s and \
-                window[-1] - window[0] < IDLE_CPU_PER_S * idle_limit_s:
-            stopped = "idle"
-            break
-        time.sleep(0.5)
-    for process in processes:
-        if process.poll() is None:
+    try:
+        while any(process.poll() is None for process in processes):
+            elapsed = time.monotonic() - start
+            if elapsed >= timeout_s:
+                stopped = "timeout"
+                break
+            history.append((elapsed, _job_cpu_seconds(processes, seen)))
+            window = [cpu for when, cpu in history if when >= elapsed - idle_limit_s]
+            if elapsed >= idle_limit_s and history[0][0] <= elapsed - idle_limit_s and \
+                    window[-1] - window[0] < IDLE_CPU_PER_S * idle_limit_s:
+                stopped = "idle"
+                break
+            time.sleep(0.5)
+    finally:  # also when the wait itself is interrupted (a notebook's stop button): nothing left running, not
+        for process in processes:  # even a worker a torchrun that exited left behind in its session
             _stop(process)
     return processes, stopped, start
 
@@ -333,10 +358,10 @@ def _run_script_once(script: str | os.PathLike, case: ScriptCase, *, nodes: int,
             envs = [{**env, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join([str(shim), python_path]),
                      fake_cuda.RECORD_ENV: str(records), fake_cuda.COUNT_ENV: str(simulate_gpus)} for env in envs]
         logs = [Path(folder) / f"node{node}.log" for node in range(nodes)]
-        commands = [_torchrun_command(path.resolve(), nodes, procs, endpoint, run_id, arguments[node], node)
+        commands = [torchrun_command(path.resolve(), nodes, procs, endpoint, run_id, arguments[node], node)
                     for node in range(nodes)]
         with running(f"running your script under torchrun on {nodes} node(s) x {procs} process(es)"):
-            processes, stopped, start = _run_nodes(commands, logs, envs, path.resolve().parent, timeout_s)
+            processes, stopped, start = run_torchruns(commands, logs, envs, path.resolve().parent, timeout_s)
         seconds = time.monotonic() - start
         outputs = [log.read_text(encoding="utf-8", errors="replace") for log in logs]
         weights, prefixed = None, False

@@ -65,6 +65,11 @@ def test_elementwise_kernels_fused_reads_and_writes_once():
     assert unfused == [pytest.approx(8e-6)] * 8 and fused == [pytest.approx(8e-6)]
 
 
+def test_elementwise_kernels_last_at_least_the_floor():
+    assert elementwise_kernels(10, 3, 1e9, min_kernel_s=2e-6) == [2e-6] * 3      # 80 ns of traffic: the floor wins
+    assert elementwise_kernels(1000, 1, 1e9, min_kernel_s=2e-6) == [pytest.approx(8e-6)]   # traffic wins
+
+
 @pytest.mark.parametrize("call, error, name", [
     (lambda: LaunchSimulator(-1), ValueError, "launch_s"),
     (lambda: LaunchSimulator(1e-6).launch(-1), ValueError, "kernel_s"),
@@ -72,6 +77,7 @@ def test_elementwise_kernels_fused_reads_and_writes_once():
     (lambda: measure_step_s("abc", 1e-6), TypeError, "kernel_s"),
     (lambda: measure_step_s([1e-6], 1e-6, graph=1), TypeError, "graph"),
     (lambda: elementwise_kernels(0, 2, 1e9), ValueError, "n_elements"),
+    (lambda: elementwise_kernels(4, 2, 1e9, min_kernel_s=-1.0), ValueError, "min_kernel_s"),
     (lambda: launch.plot_timeline(3), TypeError, "sim"),
 ])
 def test_bad_arguments_are_named(call, error, name):

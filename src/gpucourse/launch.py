@@ -132,15 +132,17 @@ def measure_step_s(kernel_s: Sequence[float], launch_s: float, *, graph: bool = 
 
 
 def elementwise_kernels(n_elements: int, ops: int, bytes_per_s: float, *, element_bytes: int = 4,
-                        fused: bool = False) -> list[float]:
+                        fused: bool = False, min_kernel_s: float = 0.0) -> list[float]:
     """Kernel durations of a chain of ``ops`` elementwise operations on ``n_elements`` numbers, each kernel limited
-    by memory bandwidth ``bytes_per_s`` (the roofline bound for such ops): unfused, each op reads its input and
-    writes its output; ``fused``, one kernel reads the input once and writes the result once."""
+    by memory bandwidth ``bytes_per_s`` (the roofline bound for such ops) and lasting at least ``min_kernel_s`` (a
+    kernel's start-up and drain, however little it moves): unfused, each op reads its input and writes its output;
+    ``fused``, one kernel reads the input once and writes the result once."""
     n_elements, ops = positive_int("n_elements", n_elements), positive_int("ops", ops)
     bytes_per_s, element_bytes = positive_number("bytes_per_s", bytes_per_s), positive_int("element_bytes", element_bytes)
+    min_kernel_s = non_negative_number("min_kernel_s", min_kernel_s)
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be True or False, got {type(fused).__name__} ({fused!r})")
-    one_pass_s = 2 * n_elements * element_bytes / bytes_per_s
+    one_pass_s = max(2 * n_elements * element_bytes / bytes_per_s, min_kernel_s)
     return [one_pass_s] if fused else [one_pass_s] * ops
 
 

@@ -549,4 +549,18 @@ for kind, answer in _R10.items():
     assert answer != _EX3_MODEL, kind
     WRONG["ex3-solution"][kind] = answer
 
+# Review v3r11 (majors MA1, MA2): outputs compared with a bare torch.equal, which raises on nn.LSTM's (output, (h, c))
+# and on nn.MultiheadAttention's (output, None); a determinism switch turned on and never put back.
+_SAME = "if same(inputs_0, inputs) and not same(output_0, output)"
+_R11 = {
+    "r11_tensor_only_equal": _EX3_MODEL.replace(
+        _SAME, "if all(torch.equal(a, b) for a, b in zip(inputs_0, inputs)) and not torch.equal(output_0, output)"),
+    "r11_leak_det_warn_only": _EX3_MODEL.replace(
+        "model.eval()", "model.eval(); torch.use_deterministic_algorithms(True, warn_only=True)"),
+    "r11_leak_cudnn_det": _EX3_MODEL.replace("model.eval()", "model.eval(); torch.backends.cudnn.deterministic = True"),
+}
+assert _EX3_MODEL.count(_SAME) == 1 and _EX3_MODEL.count("model.eval()") == 1
+for kind, answer in _R11.items():
+    WRONG["ex3-solution"][kind] = answer
+
 WRONG = with_tampering(WRONG)  # every exercise also gets the tampering kinds (tampering/)

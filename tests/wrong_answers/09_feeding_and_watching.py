@@ -423,6 +423,12 @@ WRONG: dict[str, dict[str, str]] = {
         "r2_no_slowdown": _EX3 + _EX3_EPOCHS.replace("if np.median(speed[window]) >= 0.9 * first:", "if False:") + '''\
     return sorted(began, key=began.get)
 ''',
+        # Review v3r9: a worker restart read from an absolute wait (> 0.5 in the epoch's first two intervals), not
+        # against the rest of the epoch: a page cache that makes every interval wait 55 % reads as restarts.
+        "r9_restart_absolute_wait": _EX3 + _EX3_EPOCHS.replace(
+            "min(wait[k * per:k * per + 2]) > np.median(wait[window]) + 0.3", "min(wait[k * per:k * per + 2]) > 0.5") + '''\
+    return sorted(began, key=began.get)
+''',
         # Review v3r2: a worker restart read from the first interval of each epoch alone (a checkpoint fools it).
         "r2_worker_restart_single_first_interval": _EX3 + _EX3_EPOCHS.replace(
             "min(wait[k * per:k * per + 2])", "wait[k * per]") + '''\

@@ -678,9 +678,10 @@ def test_race_alternates_the_two_and_divides_the_medians(monkeypatch):
     race = capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), thresholds=[2.0, 1.5])
     assert calls == ["yours", "baseline"] and race.speedup == pytest.approx(10.0)  # far from both: one round
     calls.clear()
-    seconds = {"yours": [1.0, 3.0], "baseline": [2.2, 2.0]}
+    seconds = {"yours": [1.0, 3.0, 1.0], "baseline": [3.5, 2.0, 2.0]}
     race = capstone.race(runner("yours"), x, y, "cpu", baseline=runner("baseline"), thresholds=[2.0, 1.5])
-    assert calls == ["yours", "baseline", "baseline", "yours"]  # 2.2x is near 2: a second round
+    assert calls == ["yours", "baseline", "baseline", "yours", "yours", "baseline"]  # 3.5x is not 2x clear of 2
+    assert race.speedup == pytest.approx(2.0)  # a real median of three: 2.0 / 1.0, not the mean of two
     calls.clear()
 
     def judge(model):
@@ -695,6 +696,56 @@ def test_race_alternates_the_two_and_divides_the_medians(monkeypatch):
         capstone.race("not a function", x, y, "cpu")
     with pytest.raises(ValueError, match="rounds"):
         capstone.race(runner("yours"), x, y, "cpu", rounds=0)
+
+
+def test_race_hands_each_call_a_fresh_copy_and_stops_on_a_cache_or_a_thread_left_running():
+    import threading
+
+    x = np.arange(6 * 16, dtype=np.float32).reshape(6, 1, 4, 4) / 96
+    y = np.array([0, 0, 0, 1, 1, 1])  # sorted by class: the copies keep the order of the labels
+    seen = []
+
+    def record(train_x, train_y, device):
+        seen.append((train_x, train_y))
+        return torch.nn.Linear(1, 1)
+
+    race = capstone.race(record, x, y, "cpu", baseline=record)
+    assert race.spoiled is None and len(race.yours_s) == len(race.baseline_s) == 3
+    assert all(a is not x for a, _ in seen) and all(list(b) == list(y) for _, b in seen)
+    assert len({a.tobytes() for a, _ in seen}) > 1  # the images of a class come in another order
+    assert all(sorted(map(bytes, a.reshape(6, -1))) == sorted(map(bytes, x.reshape(6, -1))) for a, _ in seen)
+    cached = torch.nn.Linear(1, 1)
+    race = capstone.race(lambda *args: cached, x, y, "cpu", baseline=record)
+    assert "returned before" in race.spoiled and len(race.yours_s) == 2
+    torch.manual_seed(0)
+    weights = torch.nn.Linear(1, 1).state_dict()
+
+    def reloaded(*args):
+        model = torch.nn.Linear(1, 1)
+        model.load_state_dict(weights)
+        return model
+
+    assert "very weights" in capstone.race(reloaded, x, y, "cpu", baseline=record).spoiled
+    stop = threading.Event()
+
+    def leaves_a_thread(*args):
+        threading.Thread(target=stop.wait, name="spinner", daemon=True).start()
+        return torch.nn.Linear(1, 1)
+
+    monkey = capstone.training.THREAD_GRACE_S
+    try:
+        capstone.training.THREAD_GRACE_S = 0.05
+        race = capstone.race(leaves_a_thread, x, y, "cpu", baseline=record)
+    finally:
+        capstone.training.THREAD_GRACE_S = monkey
+        stop.set()
+    assert "1 thread(s) running" in race.spoiled and "spinner" in race.spoiled and race.baseline_s == []
+
+    def short_thread(*args):
+        threading.Thread(target=time.sleep, args=(0.01,)).start()  # ends within the grace: not left running
+        return torch.nn.Linear(1, 1)
+
+    assert capstone.race(short_thread, x, y, "cpu", baseline=record, rounds=1).spoiled is None
 
 
 # --------------------------------------------------------------------------- reports and plots

@@ -127,6 +127,15 @@ WRONG: dict[str, dict[str, str]] = {
         "no_warmup": EX1_SIGNATURE + EX1_THROUGHPUT.replace("    for _ in range(warmup):\n        step(next_batch())\n", "") + EX1_SPLIT,
         # No sync() before the final clock read: times how fast Python queues the steps.
         "no_final_sync": EX1_SIGNATURE + EX1_THROUGHPUT.replace("        step(next_batch())\n    sync()\n    images", "        step(next_batch())\n    images") + EX1_SPLIT,
+        # Review v3r1 M4: the mean per step; a few slow steps pull it away from the typical step.
+        "r1_mean_not_median": EX1_SIGNATURE + EX1_THROUGHPUT + EX1_SPLIT.replace(
+            "statistics.median(data), statistics.median(compute)", "statistics.mean(data), statistics.mean(compute)"),
+        # Review v3r1 M4: the fastest step, not the typical one.
+        "r1_min_not_median": EX1_SIGNATURE + EX1_THROUGHPUT + EX1_SPLIT.replace(
+            "statistics.median(data), statistics.median(compute)", "min(data), min(compute)"),
+        # Review v3r1 M4: one timed step, no repeats: whatever that step happened to take.
+        "r1_single_sample": EX1_SIGNATURE + EX1_THROUGHPUT + EX1_SPLIT.replace(
+            "statistics.median(data), statistics.median(compute)", "data[0], compute[0]"),
     },
     "ex2-solution": {
         # Keep everything: the usual first reflex.
@@ -177,6 +186,24 @@ WRONG: dict[str, dict[str, str]] = {
         return statistics.median(0.0 if t is None else t for t in times)
 
 ''' + EX2_GREEDY,
+        # Review v3r1 M5: the baseline timed once (each candidate `repeats` times): one busy run of the baseline
+        # makes a candidate that hurts look like a gain.
+        "r1_single_baseline": EX2_SIGNATURE + '''\
+    def time_to_target(techniques, runs=repeats):
+        times = [run(techniques).time_to_accuracy_s for _ in range(runs)]
+        return statistics.median(math.inf if t is None else t for t in times)
+
+''' + EX2_GREEDY.replace("best = time_to_target(frozenset(kept))", "best = time_to_target(frozenset(kept), 1)"),
+        # Review v3r1 minor 5: each technique judged alone against the baseline, never in combination: misses a
+        # technique that pays only together with another.
+        "r1_each_alone": EX2_SIGNATURE + '''\
+    def time_to_target(techniques):
+        times = [run(techniques).time_to_accuracy_s for _ in range(repeats)]
+        return statistics.median(math.inf if t is None else t for t in times)
+
+    baseline = time_to_target(frozenset())
+    return {technique for technique in candidates if time_to_target(frozenset({technique})) < baseline}
+''',
     },
     "ex3-solution": {
         # One fixed model, trained once on the notebook's DATA, returned whatever the arguments.
@@ -250,6 +277,40 @@ WRONG: dict[str, dict[str, str]] = {
             optimizer.step()
     return net.eval()
 ''',
+        # Review v3r1 M2: the model cached under the data's shape and returned again by every later call, so the
+        # race times training once and a dictionary look-up after that.
+        "r1_cache_by_shape": EX3_SIGNATURE + '''\
+    global R1_CACHE
+    R1_CACHE = globals().get("R1_CACHE", {})
+    key = (train_x.shape, str(device))
+    if key in R1_CACHE:
+        return R1_CACHE[key]
+''' + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
+''' + EX3_GOOD_LOOP.replace("    return net.eval()\n", "    R1_CACHE[key] = net.eval()\n    return R1_CACHE[key]\n"),
+        # Review v3r1 M2: the model answer, plus a thread left spinning (holding the GIL) for 6 s after it returns:
+        # it slows the first attempt's run that follows, and so doubles any speed-up.
+        "r1_spinning_thread": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
+''' + EX3_GOOD_LOOP.replace("    return net.eval()\n", '''\
+    import threading
+
+    def spin(until=time.perf_counter() + 6.0):
+        while time.perf_counter() < until:
+            sum(range(1000))
+
+    threading.Thread(target=spin, daemon=True).start()
+    return net.eval()
+'''),
+        # Review v3r1 M1 (issue 31): fast only on the visible device: bfloat16 autocast on a CPU too. Where the CPU
+        # has native bfloat16 (AVX-512-BF16) it is faster than float32; on one without it (AVX2, most laptops) a
+        # run takes several times longer and the speed-up falls to about 1.
+        "r1_bf16_everywhere": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
+    net = capstone.small_cnn(x.shape[-1], in_channels=x.shape[1]).to(device)
+''' + EX3_GOOD_LOOP.replace("            loss = F.cross_entropy(net(x[index]), y[index])\n", '''\
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                loss = F.cross_entropy(net(x[index]), y[index])
+'''),
         # A bigger, faster-learning network: the race compares training, not networks.
         "other_network": EX3_SIGNATURE + EX3_ON_THE_DEVICE + '''\
     net = capstone.small_cnn(x.shape[-1], channels=(32, 64), in_channels=x.shape[1]).to(device)

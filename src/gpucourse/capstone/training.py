@@ -476,18 +476,23 @@ def _warm_up(image_size: int, in_channels: int, device) -> None:
 
 @dataclass
 class Race:
-    """Two training functions timed on the same data and device, interleaved: seconds per call and the speed-up."""
+    """Two training functions timed on the same data and device, interleaved: seconds per call and the speed-up.
+
+    ``spoiled``, where not None, says why the race stopped early without a fair result: your call left a thread
+    running (it would slow the first attempt), or returned a model it had returned before (a cache).
+    """
 
     baseline_s: list[float]
     yours_s: list[float]
     model: object = field(default=None, repr=False)
+    spoiled: str | None = None
 
     @property
     def speedup(self) -> float:
         """Median seconds of the baseline over the median seconds of yours (above 1: yours is faster)."""
         return float(np.median(self.baseline_s) / np.median(self.yours_s))
 
-    def clear_of(self, thresholds: Sequence[float], margin: float = 1.25) -> bool:
+    def clear_of(self, thresholds: Sequence[float], margin: float = 2.0) -> bool:
         """Whether the speed-up is at least ``margin`` times above or below every threshold (more runs would not
         move it across one)."""
         return all(self.speedup >= t * margin or self.speedup <= t / margin for t in thresholds)
@@ -498,18 +503,69 @@ class Race:
                 f"(medians of {len(self.baseline_s)} and {len(self.yours_s)} runs): speed-up {self.speedup:.2f}x")
 
 
-def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: object = "auto", rounds: int = 2,
+THREAD_GRACE_S = 2.0
+"""How long a thread your call started may take to end after the call returns before the race counts it as left
+running."""
+
+
+def _fresh_copy(train_x: np.ndarray, train_y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A new copy of the arrays with the images of each class shuffled among that class's places: the labels' order
+    (sorted or not) stays, while the array, its address and its contents differ from every earlier copy."""
+    order = np.arange(len(train_y))
+    for label in np.unique(train_y):
+        places = np.flatnonzero(train_y == label)
+        order[places] = rng.permutation(places)
+    return np.ascontiguousarray(train_x[order]), train_y[order].copy()
+
+
+def _threads_left(before: set) -> list[str]:
+    """Names of live threads that were not in ``before``, after giving them up to THREAD_GRACE_S seconds to end."""
+    import threading
+
+    deadline = time.perf_counter() + THREAD_GRACE_S
+    for thread in threading.enumerate():
+        if thread not in before and thread is not threading.current_thread():
+            try:
+                thread.join(max(0.0, deadline - time.perf_counter()))
+            except RuntimeError:  # a thread Python did not start (a dummy thread): it cannot be joined
+                pass
+    return sorted(thread.name for thread in threading.enumerate() if thread not in before and thread.is_alive())
+
+
+def _weights(model: object) -> tuple | None:
+    """A model's parameters copied to the CPU (None for something that is not a torch module)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return None
+    return tuple(p.detach().to("cpu", copy=True) for p in model.parameters())
+
+
+def _same_weights(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two parameter lists (from :func:`_weights`) are identical."""
+    import torch
+
+    return (a is not None and b is not None and len(a) == len(b) and len(a) > 0
+            and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b)))
+
+
+def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: object = "auto", rounds: int = 3,
          baseline: Callable = first_attempt, judge: Callable | None = None, thresholds: Sequence[float] = (),
-         margin: float = 1.25) -> Race:
+         margin: float = 2.0, seed: int = 0) -> Race:
     """Time ``train_fn(train_x, train_y, device)`` against ``baseline`` (same call) on the same device.
 
-    Each call is timed from its start until the device has finished its work (synchronised). The calls alternate
-    (yours, first attempt, first attempt, yours, ...: a load that comes and goes hits both), and each side's
-    figure is the median of its ``rounds`` calls. ``model`` is what ``train_fn`` returned last. ``judge``, if
-    given, is called (untimed) with each model ``train_fn`` returns: one that raises ends the race at once, before
-    the first attempt has run. With ``thresholds`` (the speed-ups a score changes at), the race stops after any
-    round whose speed-up is ``margin`` times clear of every threshold: a far-off result needs no second run.
+    Each call is timed from its start until the device has finished its work (synchronised), and gets a fresh
+    copy of the arrays, the images of each class in another order (a model cached from an earlier call does not
+    fit). The calls alternate (yours, first attempt, first attempt, yours, ...: a load that comes and goes hits
+    both), and each side's figure is the median of its ``rounds`` calls. ``model`` is what ``train_fn`` returned
+    last. After each of your calls the race stops, with ``spoiled`` saying why, if the call left a thread running
+    (given :data:`THREAD_GRACE_S` to end) or returned a model, or the weights of a model, it returned before.
+    ``judge``, if given, is then called (untimed) with the model: one that raises ends the race at once, before the
+    first attempt has run. With ``thresholds`` (the speed-ups a score changes at), the race stops after the first
+    round if its speed-up is ``margin`` times clear of every threshold: a far-off result needs no more runs.
     """
+    import threading
+
     from gpucourse import progress
     from gpucourse.timing import sync_for
 
@@ -517,6 +573,7 @@ def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: o
     rounds = positive_int("rounds", rounds)
     thresholds = [positive_number("thresholds", t) for t in thresholds]
     margin = positive_number("margin", margin)
+    rng = np.random.default_rng(non_negative_int("seed", seed))
     if judge is not None and not callable(judge):
         raise TypeError("judge must be a function (model) -> None, or None")
     for name, fn in (("train_fn", train_fn), ("baseline", baseline)):
@@ -526,13 +583,29 @@ def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: o
     sync = sync_for(device)
     _warm_up(train_x.shape[-1], train_x.shape[1], device)
     result = Race([], [])
+    handed: list[np.ndarray] = []  # every copy yours was given stays alive: no two share an address
+    returned: list[tuple[object, tuple | None]] = []
 
     def timed(fn: Callable) -> tuple[object, float]:
+        x, y = _fresh_copy(train_x, train_y, rng)
+        if fn is train_fn:
+            handed.append(x)
         sync()
         start = time.perf_counter()
-        model = fn(train_x, train_y, device)
+        model = fn(x, y, device)
         sync()
         return model, time.perf_counter() - start
+
+    def spoiled(model: object, before: set) -> str | None:
+        left = _threads_left(before)
+        if left:
+            return (f"train_to_target left {len(left)} thread(s) running after it returned ({', '.join(left)[:80]}): "
+                    "they would slow the first attempt's run")
+        weights = _weights(model)
+        if any(model is earlier or _same_weights(weights, earlier_weights) for earlier, earlier_weights in returned):
+            return "train_to_target returned a model it had returned before (or its very weights): a cached model"
+        returned.append((model, weights))
+        return None
 
     with progress.running("racing your function against the first attempt", steps=2 * rounds, unit="run") as run:
         for index in range(rounds):
@@ -540,12 +613,16 @@ def race(train_fn: Callable, train_x: np.ndarray, train_y: np.ndarray, device: o
             for side in order:
                 run.step("yours" if side == "yours" else "the first attempt")
                 if side == "yours":
+                    before = set(threading.enumerate())
                     result.model, seconds = timed(train_fn)
                     result.yours_s.append(seconds)
+                    result.spoiled = spoiled(result.model, before)
+                    if result.spoiled:
+                        return result
                     if judge is not None:
                         judge(result.model)
                 else:
                     result.baseline_s.append(timed(baseline)[1])
-            if thresholds and result.clear_of(thresholds, margin):
+            if index == 0 and thresholds and result.clear_of(thresholds, margin):
                 break
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -247,6 +248,29 @@ def test_the_model_script_with_map_location_as_tensor_and_a_device_name_log_pass
     assert all(abs(job.weights[name] - expected[name]).max() < 1e-5 for name in expected)
 
 
+@pytest.mark.parametrize("default", ["torch.set_default_device(device)\n    ", "with torch.device(device):\n        "])
+def test_the_model_script_building_its_model_under_a_default_device_passes_on_simulated_gpus(tmp_path, default):
+    # Review v3r4 major 1: the model built under the default device (no .to(device)) is on the GPU, as on a real node
+    from notebook_utils import cell_by_grade_id, load, solution_path, source
+
+    script = re.sub(r"\n *### (BEGIN|END) SOLUTION", "",
+                    source(cell_by_grade_id(load(solution_path("14_data_parallelism")), "ex3-solution")))
+    build = 'bn_mlp(data["x"].shape[1]).to(device)'
+    line = next(line for line in script.splitlines() if build in line)
+    indent = line[:len(line) - len(line.lstrip())]
+    assert script.count(build) == 1 and line.lstrip().startswith("model = "), line
+    script = script.replace(line, indent + default.replace("\n    ", "\n" + indent)
+                            + line.lstrip().replace(".to(device)", ""), 1)
+    path = tmp_path / "ddp_train.py"
+    path.write_text(script.split("\n", 1)[1])  # without %%writefile
+    case = parallel.ScriptCase(samples=24, batch_per_rank=3, seed=2)
+    job = parallel.run_script(path, case, procs_per_node=2, timeout_s=240, simulate_gpus=3)
+    assert job.failure() == "", job.failure()
+    assert job.gpu_use() == {rank: {"local_rank": rank, "devices": [rank], "backend": "nccl"} for rank in range(2)}
+    expected = script_reference(case, 2)
+    assert all(abs(job.weights[name] - expected[name]).max() < 1e-5 for name in expected)
+
+
 _PLACEMENT = """\
 import os
 import torch
@@ -290,6 +314,19 @@ if os.environ["BACKEND"] == "nccl":
 dist.all_reduce(torch.ones(2, device=device))
 model.cpu()
 assert model[0].weight.device.type == "cpu" and model(x).shape == (5, 4)
+# Review v3r4 major 1: a default device places what it creates, parameters included, as on a real node
+with torch.device(device):
+    made = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    assert str(torch.zeros(2).device) == "cuda:1" and torch.zeros(2, device="cpu").device.type == "cpu"
+assert {str(t.device) for t in [*made.parameters(), *made.buffers()]} == {"cuda:1"}
+assert torch.zeros(2).device.type == "cpu" and str(torch.nn.Parameter(torch.ones(2, device="cuda:0")).device) == "cuda:0"
+torch.set_default_device(device)
+made = torch.nn.Linear(3, 4)
+assert str(made.weight.device) == str(torch.nn.Parameter().device) == str(torch.ones(1).device) == "cuda:1"
+torch.set_default_device(None)
+with torch.device("meta"):
+    made = torch.nn.Linear(3, 4)
+assert str(made.to_empty(device=device).weight.device) == "cuda:1" and str(made(x.to(device)).device) == "cuda:1"
 dist.destroy_process_group()
 print("placement done")
 """

@@ -16,8 +16,8 @@ the device choice and tensor placement only; whatever a script asks of them runs
   ``init_process_group``'s ``device_id``; the backend asked of ``init_process_group`` is recorded, and ``nccl``
   becomes ``gloo``: the job trains on the CPU exactly as it would without GPUs;
 - an index the node does not have raises CUDA's "invalid device ordinal" (recorded first);
-- tensors remember where they would live: a tensor moved to or made on ``cuda:k`` (and a module's parameters and
-  buffers) is tagged ``k``, every torch function's output takes its inputs' device, and ``.device``, ``.is_cuda`` and
+- tensors remember where they would live: a tensor moved to or made on ``cuda:k`` (under a default device too; a
+  module's parameters and buffers, a ``Parameter`` of a tagged tensor, ``to_empty``) is tagged ``k``, every torch function's output takes its inputs' device, and ``.device``, ``.is_cuda`` and
   ``get_device()`` report it. An operation mixing ``cuda:k`` with another GPU or with a CPU tensor (not a 0-dim one)
   raises PyTorch's "Expected all tensors to be on the same device"; ``.numpy()`` of a GPU tensor is refused; DDP's
   own ``device_ids`` check runs against these devices (and DDP moves its inputs to ``device_ids[0]``); with NCCL
@@ -185,6 +185,27 @@ def install() -> None:
             out = tensor_cpu(self, *args, **kwargs)
         return placed(self, out, None)
 
+    to_empty = torch.nn.Module.to_empty
+
+    def module_to_empty(self, *, device, recurse: bool = True):
+        index = index_of(device) if device is not None else None
+        if index is not None:
+            _record("module_to", index=index)
+        with torch._C.DisableTorchFunction():
+            out = to_empty(self, device="cpu" if index is not None else device, recurse=recurse)
+        for tensor in [*self.parameters(recurse=recurse), *self.buffers(recurse=recurse)]:
+            set_tag(tensor, index)
+        return out
+
+    parameter_new = torch.nn.Parameter.__new__
+
+    def new_parameter(cls, data=None, requires_grad=True):  # a new tensor object: it keeps its data's device
+        if data is None:
+            data = torch.empty(0)  # (under a simulated default device: on its GPU)
+        out = parameter_new(cls, data, requires_grad)
+        set_tag(out, tag_of(data))
+        return out
+
     def module_to_host(self):
         with torch._C.DisableTorchFunction():
             out = module_cpu(self)
@@ -240,7 +261,9 @@ def install() -> None:
                 _record("created", index=index)
                 kwargs = {**kwargs, "device": "cpu"}
             if not named and default[0] is not None and func in _device_constructors():
-                named, index = True, default[0]
+                # torch.set_default_device's DeviceContext sits below this mode: the CPU given in its place here
+                named, index = True, index_of(default[0])
+                kwargs = {**kwargs, "device": "cpu"}
             devices = set()
             for value in tree_leaves((args, kwargs)):
                 if isinstance(value, torch.Tensor):
@@ -293,10 +316,12 @@ def install() -> None:
         return loaded
 
     def default_on_cpu(self, device) -> None:  # torch.set_default_device and `with torch.device(...)`
-        self.simulated = index_of(device)
-        if self.simulated is not None:
-            _record("default_device", index=self.simulated)
-            device = "cpu"
+        # The CUDA device is kept: `with torch.device(...)` pushes this mode above CudaToCpu, whose device= branch
+        # then sees it; set_default_device puts it below, and CudaToCpu fills in the default (enter_default) first.
+        index = index_of(device)
+        self.simulated = None if index is None else torch.device(device)  # a bare "cuda": the current GPU at use
+        if index is not None:
+            _record("default_device", index=index)
         default_device(self, device)
 
     default_enter, default_exit = DeviceContext.__enter__, DeviceContext.__exit__
@@ -354,6 +379,7 @@ def install() -> None:
     torch.Tensor.to, torch.nn.Module.to = tensor_to_cpu, module_to_cpu
     torch.Tensor.cuda, torch.nn.Module.cuda = tensor_cuda, module_cuda
     torch.Tensor.cpu, torch.nn.Module.cpu = tensor_to_host, module_to_host
+    torch.nn.Module.to_empty, torch.nn.Parameter.__new__ = module_to_empty, staticmethod(new_parameter)
     DeviceContext.__enter__, DeviceContext.__exit__ = enter_default, exit_default
     real_device = torch._C.TensorBase.device.__get__
 

@@ -41,6 +41,7 @@ POINTS = [RooflinePoint("add", 1 / 12, 20e9), RooflinePoint("matmul", 100.0, 5e1
 
 @pytest.fixture(autouse=True)
 def _close_figures():
+    plt.close("all")  # a figure another module's test left open in this worker must not count here
     yield
     plt.close("all")
 
